@@ -41,6 +41,14 @@ __global__ void static_smem_kernel(float* out, const float* in, int n) {
   if (i < n) out[i] = buf[threadIdx.x % 6000];
 }
 
+// Launch only what fits: a block too large for the kernel's registers fails to launch.
+template <typename K>
+bool fits(K kernel, int block) {
+  cudaFuncAttributes attr;
+  CHECK(cudaFuncGetAttributes(&attr, kernel));
+  return block <= attr.maxThreadsPerBlock;
+}
+
 int main() {
   const int n = 1 << 20;
   float *a, *b;
@@ -50,10 +58,10 @@ int main() {
   const int blocks[] = {32, 64, 96, 100, 128, 192, 256, 384, 512, 640, 768, 1024};
   for (int bs : blocks) regs_kernel<1><<<264, bs>>>(b, a, n);
   for (int bs : {128, 256, 512, 1024}) {
-    regs_kernel<16><<<264, bs>>>(b, a, n);
-    regs_kernel<40><<<264, bs>>>(b, a, n);
-    regs_kernel<72><<<264, bs>>>(b, a, n);
-    regs_kernel<120><<<264, bs>>>(b, a, n);
+    if (fits(regs_kernel<16>, bs)) regs_kernel<16><<<264, bs>>>(b, a, n);
+    if (fits(regs_kernel<40>, bs)) regs_kernel<40><<<264, bs>>>(b, a, n);
+    if (fits(regs_kernel<72>, bs)) regs_kernel<72><<<264, bs>>>(b, a, n);
+    if (fits(regs_kernel<120>, bs)) regs_kernel<120><<<264, bs>>>(b, a, n);
   }
   CHECK(cudaFuncSetAttribute(dyn_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
   for (int kb : {0, 1, 8, 20, 33, 48, 100, 200})

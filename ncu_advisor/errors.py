@@ -1,0 +1,27 @@
+"""The one error hierarchy of ncu-advise: the library raises these, the CLI prints them."""
+
+
+class NcuAdviseError(Exception):
+    """Base class: a problem the user can fix, reported as one line (CLI exit code 2)."""
+
+    exit_code = 2
+
+
+class ReportParseError(NcuAdviseError):
+    """An input file is missing, empty, not an Nsight Compute export, or unreadable."""
+
+
+class NcuNotFoundError(NcuAdviseError):
+    """The ``ncu`` executable could not be found or run."""
+
+
+class ProfilingError(NcuAdviseError):
+    """Running the program under ``ncu`` failed (permissions, nothing profiled, ...)."""
+
+
+class RuleDefinitionError(NcuAdviseError):
+    """A rule file does not match the rule schema."""
+
+
+class DemoError(NcuAdviseError):
+    """A demo kernel cannot run here (no CuPy, no GPU, unknown name, wrong result)."""

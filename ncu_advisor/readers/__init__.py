@@ -1,0 +1,119 @@
+"""Readers: any Nsight Compute export in, one :class:`~ncu_advisor.report.Report` out."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ReportParseError
+from ..report import LAUNCH_COLUMNS, Report
+from .csv_export import read_csv_export
+from .ncu_rep import read_ncu_rep
+
+REPORT_SUFFIXES = (".csv", ".ncu-rep", ".txt")
+# Facts about the device and the session, taken from the first launch that has them.
+_SESSION_METRICS = {
+    "gpu": "device__attribute_display_name",
+    "sm_count": "device__attribute_multiprocessor_count",
+    "sm_clock_hz": "smsp__cycles_elapsed.avg.per_second",
+    "dram_clock_hz": "dram__cycles_elapsed.avg.per_second",
+    "l2_bytes": "device__attribute_l2_cache_size",
+    "memory_bus_width_bits": "device__attribute_global_memory_bus_width",
+}
+
+
+def _expand(paths: Iterable[str | os.PathLike]) -> list[Path]:
+    files: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            found = sorted(f for f in path.rglob("*") if f.is_file()
+                           and f.suffix.lower() in (".csv", ".ncu-rep"))
+            if not found:
+                raise ReportParseError(f"{path}: directory holds no .csv or .ncu-rep reports")
+            files.extend(found)
+        elif path.exists():
+            files.append(path)
+        else:
+            raise ReportParseError(f"{path}: no such file or directory")
+    if not files:
+        raise ReportParseError("no input given")
+    return files
+
+
+def read_one(path: Path) -> Report:
+    """Read one file, choosing the reader by its content (not only its name)."""
+    if not path.is_file():
+        raise ReportParseError(f"{path}: not a regular file")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(64)
+    except OSError as exc:
+        raise ReportParseError(f"{path}: cannot read ({exc.strerror})") from None
+    if path.suffix.lower() == ".ncu-rep":
+        return read_ncu_rep(path)
+    if not head.strip():
+        raise ReportParseError(f"{path}: file is empty")
+    return read_csv_export(path)
+
+
+def _session(report: Report) -> dict:
+    wide = report.wide()
+    facts = dict(report.session)
+    for key, metric in _SESSION_METRICS.items():
+        if key == "gpu":
+            names = report.metrics.loc[report.metrics["metric"] == metric, "text"]
+            if len(names):
+                facts[key] = str(names.iloc[0])
+        elif metric in wide.columns and wide[metric].notna().any():
+            facts[key] = float(wide[metric].dropna().iloc[0])
+    ccs = report.launches["cc"].dropna().astype(str).unique().tolist()
+    if ccs:
+        facts["cc"] = ccs[0] if len(ccs) == 1 else ccs
+    return facts
+
+
+def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Report:
+    """Read one or more exports (files or directories) into one Report.
+
+    Args:
+        paths: a path or a list of paths: ``.ncu-rep`` files, any CSV written by ``ncu --csv``
+            or ``ncu --import ... --csv``, or directories holding them.
+
+    Returns:
+        The combined Report; ``launch`` numbers run over all inputs in order.
+
+    Raises:
+        ReportParseError: an input is missing, empty, or not an Nsight Compute export.
+    """
+    if isinstance(paths, str | os.PathLike):
+        paths = [paths]
+    parts = [read_one(p) for p in _expand(paths)]
+    launches, metrics, rules, warnings, session = [], [], [], [], {}
+    offset = 0
+    for part in parts:
+        launches.append(part.launches.assign(launch=part.launches["launch"] + offset))
+        metrics.append(part.metrics.assign(launch=part.metrics["launch"] + offset))
+        rules.append(part.ncu_rules.assign(launch=part.ncu_rules["launch"] + offset))
+        warnings.extend(part.warnings)
+        for k, v in part.session.items():
+            session.setdefault(k, v)
+        offset += len(part.launches)
+    nonempty = [r for r in rules if not r.empty]
+    report = Report(
+        launches=pd.concat(launches, ignore_index=True)[LAUNCH_COLUMNS],
+        metrics=pd.concat(metrics, ignore_index=True),
+        ncu_rules=pd.concat(nonempty, ignore_index=True) if nonempty else parts[0].ncu_rules,
+        session=session,
+        sources=[s for p in parts for s in p.sources],
+        warnings=warnings,
+    )
+    report.session.update(_session(report))
+    report.launches["duration_ns"] = report.launches["duration_ns"].astype("float64")
+    report.launches["invocations"] = (
+        pd.to_numeric(report.launches["invocations"]).fillna(1).astype(np.int64))
+    return report

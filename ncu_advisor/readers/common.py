@@ -1,0 +1,102 @@
+"""Helpers shared by the readers: value parsing, names, launch shapes, NVTX text."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from ..units import normalize_unit
+
+# "8,388,608 (3,145,728; 2,097,152; ...)" (instanced) or "1 (0-15)" (NUMA): the aggregate
+# comes first.
+_INSTANCES = re.compile(r"\s+\(.*\)$")
+_TRIPLE = re.compile(r"\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)")
+# ncu metric names are lower-case identifiers with underscores ("inst_executed",
+# "dram__bytes_read.sum"); labels have capitals or spaces ("Duration", "DRAM Throughput").
+METRIC_NAME = re.compile(r"^[a-z0-9.]*_[a-z0-9_.]*$")
+
+
+def parse_numbers(text: pd.Series) -> pd.Series:
+    """Parse exported value texts into floats, vectorized.
+
+    Handles thousands separators, ``aggregate (v1; v2; ...)`` instanced values, scientific
+    notation, and ``n/a``/``nan``/``no data``/strings (NaN).
+    """
+    s = text.fillna("").astype(str).str.strip()
+    s = s.str.replace(_INSTANCES, "", regex=True).str.replace(",", "", regex=False)
+    return pd.to_numeric(s, errors="coerce").astype("float64")
+
+
+def to_base_units(values: pd.Series, units: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """Convert values to base units, one factor per distinct unit string."""
+    units = units.fillna("").astype(str)
+    table = {u: normalize_unit(u) for u in units.unique()}
+    base = units.map({u: b for u, (b, _) in table.items()})
+    factor = units.map({u: f for u, (_, f) in table.items()}).astype("float64")
+    return values * factor, base
+
+
+def parse_triples(text: pd.Series) -> pd.DataFrame:
+    """Parse ``"(256, 1, 1)"`` launch shapes into three nullable integer columns."""
+    parts = text.fillna("").astype(str).str.extract(_TRIPLE)
+    return parts.apply(pd.to_numeric, errors="coerce").astype("Int64")
+
+
+def _strip_balanced(name: str, open_ch: str, close_ch: str) -> str:
+    """Remove every balanced ``open_ch ... close_ch`` group (templates, parameter lists)."""
+    out, depth = [], 0
+    for ch in name:
+        if ch == open_ch:
+            depth += 1
+        elif ch == close_ch and depth:
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out)
+
+
+@lru_cache(maxsize=4096)
+def short_name(name: str) -> str:
+    """Return the bare function name of a demangled kernel name.
+
+    ``void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, T2)``
+    becomes ``vectorized_elementwise_kernel``.
+    """
+    if not name:
+        return name
+    bare = name.strip()
+    # Lambdas and operators keep their parentheses inside template arguments; strip the
+    # templates first so the parameter list is the only group left at depth zero.
+    bare = _strip_balanced(bare, "<", ">")
+    bare = _strip_balanced(bare, "(", ")")
+    bare = bare.strip().split(" ")[-1] if bare.strip() else name
+    bare = bare.split("::")[-1]
+    return bare or name
+
+
+_NVTX_ENTRY = re.compile(r'"([^"]*)"')
+
+
+@lru_cache(maxsize=1024)
+def nvtx_ranges(text: str) -> str | None:
+    """Turn ncu's NVTX column text into ``outer/inner`` range names (None outside ranges).
+
+    The text looks like ``1662  "<default domain>:copies:none:none:none:none:none:none" ``:
+    a thread id, then one quoted ``domain:range:payload...`` entry per open range.
+    """
+    names = []
+    for entry in _NVTX_ENTRY.findall(text or ""):
+        head = entry.rsplit(":", 6)[0]  # drop the 6 payload/colour/message fields
+        _, _, rng = head.partition(":")
+        if rng:
+            names.append(rng)
+    return "/".join(names) if names else None
+
+
+def first_or_nan(values: pd.Series) -> float:
+    """Return the first non-NaN value of a series, or NaN."""
+    v = values.dropna()
+    return float(v.iloc[0]) if len(v) else np.nan

@@ -1,0 +1,86 @@
+"""The Report: every reader produces these plain pandas tables, nothing downstream sees file forms."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+import pandas as pd
+
+# One row per profiled launch (or per kernel name for a per-kernel summary export).
+LAUNCH_COLUMNS = [
+    "launch", "source", "form", "id", "process_id", "process", "host", "name", "short_name",
+    "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "device", "cc", "context",
+    "stream", "nvtx", "duration_ns", "invocations",
+]
+# Long table of metric values, base units.
+METRIC_COLUMNS = ["launch", "section", "metric", "label", "unit", "value", "text"]
+# Nsight Compute's own guided-analysis results.
+RULE_COLUMNS = [
+    "launch", "section", "rule", "type", "title", "description", "speedup_type", "speedup",
+]
+
+
+@dataclass
+class Report:
+    """A profile read from one or more Nsight Compute exports.
+
+    Attributes:
+        launches: one row per profiled launch, columns ``LAUNCH_COLUMNS``; ``launch`` is the
+            row's key used by the other tables, ``id`` is ncu's own ID within its file.
+        metrics: long table, columns ``METRIC_COLUMNS`` (plus ``minimum``/``maximum`` for
+            per-kernel summaries); ``metric`` is the ncu metric name (NaN when only a label
+            was exported and it could not be resolved), ``value`` is a float in ``unit``
+            (base units), ``text`` the value as exported.
+        ncu_rules: ncu's own rule results, columns ``RULE_COLUMNS``.
+        session: device and tool facts found in the inputs (GPU, SM count, clocks, ...).
+        sources: the files read.
+        warnings: what was skipped or looked suspicious while reading, one line each.
+    """
+
+    launches: pd.DataFrame
+    metrics: pd.DataFrame
+    ncu_rules: pd.DataFrame
+    session: dict = field(default_factory=dict)
+    sources: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    @cached_property
+    def _wide(self) -> pd.DataFrame:
+        named = self.metrics.dropna(subset=["metric"])
+        # The same metric can appear in several sections (and several forms): the first wins.
+        named = named.drop_duplicates(subset=["launch", "metric"], keep="first")
+        wide = named.pivot(index="launch", columns="metric", values="value")
+        return wide.reindex(self.launches["launch"])
+
+    def wide(self) -> pd.DataFrame:
+        """Return a launch x metric view of ``value`` (base units), indexed by ``launch``."""
+        return self._wide
+
+    def units(self) -> dict[str, str]:
+        """Return the base unit of each metric name."""
+        named = self.metrics.dropna(subset=["metric"]).drop_duplicates("metric")
+        return dict(zip(named["metric"], named["unit"], strict=True))
+
+    def value(self, launch: int, metric: str) -> float:
+        """Return one metric of one launch (NaN when absent)."""
+        wide = self._wide
+        if metric not in wide.columns:
+            return float("nan")
+        return float(wide.at[launch, metric])
+
+    def text(self, launch: int, metric: str) -> str | None:
+        """Return a metric's exported text (for string metrics such as the GPU name)."""
+        rows = self.metrics[(self.metrics["launch"] == launch) & (self.metrics["metric"] == metric)]
+        return None if rows.empty else str(rows["text"].iloc[0])
+
+    @property
+    def total_duration_ns(self) -> float:
+        """Sum of GPU time over all launches (invocations counted for summaries)."""
+        d = self.launches["duration_ns"] * self.launches["invocations"].fillna(1)
+        return float(np.nansum(d))
+
+    def __repr__(self) -> str:
+        return (f"Report({len(self.launches)} launches, {len(self.metrics)} metric values, "
+                f"{len(self.ncu_rules)} ncu rule results, sources={self.sources!r})")
