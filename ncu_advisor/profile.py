@@ -1,0 +1,724 @@
+"""Run a program under Nsight Compute and export the report as CSV: the first stage of the flow.
+
+``run_profile("./app", ["--size", "1024"], out_dir="out")`` finds ``ncu``, runs the program under
+it (showing a live line per kernel on stderr and passing the program's own output through to
+stdout), and then exports the ``.ncu-rep`` twice next to it: the raw page (one row per launch)
+and the details page (with ncu's rule rows). :func:`ncu_advisor.readers.read_report` reads all
+three. Every failure raises an :class:`~ncu_advisor.errors.NcuAdviseError` with one line that
+says what happened and how to fix it.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from .errors import NcuNotFoundError, ProfilingError
+
+__all__ = [
+    "MIN_NCU_VERSION",
+    "ProfileResult",
+    "build_import_command",
+    "build_ncu_command",
+    "export_csvs",
+    "find_ncu",
+    "ncu_version",
+    "run_profile",
+    "version_warnings",
+]
+
+# Older versions name metrics and CSV columns differently from the captures the rules are
+# written against (NCU_NOTES.md was made with 2025.3.1).
+MIN_NCU_VERSION = (2023, 1)
+
+# The usual install folders, in the order they are tried; within one pattern the highest
+# version in the path wins.
+INSTALL_GLOBS: tuple[str, ...] = (
+    "/usr/local/cuda*/bin/ncu",
+    "/opt/nvidia/nsight-compute/*/ncu",
+    "/usr/local/NVIDIA-Nsight-Compute*/ncu",
+    "/opt/cuda/bin/ncu",
+)
+_WINDOWS_GLOB = r"NVIDIA Corporation\Nsight Compute */ncu.bat"
+
+_FIX = "install Nsight Compute (part of the CUDA toolkit) or set NCU=/path/to/ncu"
+_PERM_MESSAGE = (
+    "the GPU performance counters are restricted to admin users (ERR_NVGPUCTRPERM): run with "
+    "sudo, or add 'options nvidia NVreg_RestrictProfilingToAdminUsers=0' to a file in "
+    "/etc/modprobe.d and reboot (in a container: --cap-add=SYS_ADMIN); "
+    "see https://developer.nvidia.com/ERR_NVGPUCTRPERM"
+)
+
+# ncu's own lines; everything else on its output is the program's.
+_NCU_LINE = re.compile(r"^==(PROF|WARNING|ERROR|INFO)== ?(.*)$")
+# A line can carry a second ncu message when one interrupts a kernel's progress dots.
+_EMBEDDED_NCU = re.compile(r"(?<=.)(?===(?:PROF|WARNING|ERROR|INFO)==)")
+# `Profiling "name" - 3: 0%....50%....100% - 38 passes`, with `- 3 (4/12):` under `-c 12`.
+_PROFILING = re.compile(
+    r'^Profiling "(?P<name>.*)" - (?P<id>\d+)(?: \((?P<n>\d+)/(?P<total>\d+)\))?:(?P<rest>.*)$'
+)
+_PASSES = re.compile(r"- (\d+) pass(?:es)?\b")
+_PERCENT = re.compile(r"(\d+)%")
+_APP_ERROR = re.compile(r"application returned an error code \((-?\d+)\)")
+_REPORT = re.compile(r"^Report: (.+)$")
+_VERSION = re.compile(r"Version\s+(\d+(?:\.\d+)+)")
+_PATH_VERSION = re.compile(r"\d+(?:\.\d+)*")
+# Expected with `--clock-control none`, which this module chooses on purpose.
+_QUIET_WARNINGS = ("Note: Running with unmodified GPU clocks", "No kernels were profiled")
+_RESERVED = ("-o", "--export", "-i", "--import", "--csv")
+_PYTHON = re.compile(r"^python[\d.]*(\.exe)?$", re.IGNORECASE)
+
+
+@dataclass
+class ProfileResult:
+    """What one profiling run produced.
+
+    Attributes:
+        rep_path: The ``.ncu-rep`` report ncu wrote.
+        raw_csv: ``<name>.raw.csv``: the raw page, one row per launch, base units.
+        details_csv: ``<name>.details.csv``: the details page with ncu's rule rows, base units.
+        command: The ncu command line that was run, as a list.
+        ncu_version: ncu's version, e.g. ``"2025.3.1.0"`` (``"unknown"`` if it did not say).
+        program_exit_code: The program's exit status (0 on success; ``None`` if unknown).
+        warnings: One-line warnings for the user (old ncu, the program failed part way, ...).
+        kernels_profiled: Launches in the report (rows of the raw page).
+        log: ncu's own output lines (``==PROF==``, ``==WARNING==``, ``==ERROR==``).
+        ncu: The ncu executable that was used.
+        section_set: The section set collected (``None`` if none was asked for).
+        clock_control: ncu's ``--clock-control`` value for this run.
+        cache_control: ncu's ``--cache-control`` value for this run.
+
+    """
+
+    rep_path: Path
+    raw_csv: Path
+    details_csv: Path
+    command: list[str]
+    ncu_version: str
+    program_exit_code: int | None
+    warnings: list[str]
+    kernels_profiled: int
+    log: list[str]
+    ncu: Path | None = None
+    section_set: str | None = "full"
+    clock_control: str = "none"
+    cache_control: str = "all"
+
+    def session_facts(self) -> dict[str, object]:
+        """Facts about this run for ``Report.session`` (the report shows how data was taken)."""
+        return {
+            "ncu_version": self.ncu_version,
+            "section_set": self.section_set,
+            "clock_control": self.clock_control,
+            "cache_control": self.cache_control,
+            "ncu_command": shlex.join(self.command),
+        }
+
+
+# --------------------------------------------------------------------------- finding ncu
+
+
+def _is_executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _version_key(path: str) -> tuple[int, ...]:
+    # The last version-looking part of the path: cuda-12.4 -> (12, 4), 2025.3.1 -> (2025, 3, 1).
+    found = _PATH_VERSION.findall(str(Path(path).parent))
+    return tuple(int(x) for x in found[-1].split(".")) if found else ()
+
+
+def _install_patterns() -> list[str]:
+    if os.name == "nt":
+        program_files = os.environ.get("ProgramFiles", r"C:\Program Files")
+        return [os.path.join(program_files, _WINDOWS_GLOB)]
+    return list(INSTALL_GLOBS)
+
+
+def find_ncu() -> Path:
+    """Find the ``ncu`` executable.
+
+    Looks at the ``NCU`` environment variable first, then ``PATH``, then the usual install
+    folders (newest version first).
+
+    Returns:
+        The path of the ncu executable.
+
+    Raises:
+        NcuNotFoundError: ``NCU`` names no executable, or ncu is nowhere to be found.
+
+    """
+    env = os.environ.get("NCU", "").strip()
+    if env:
+        path = Path(env).expanduser()
+        if path.is_dir():  # NCU=/opt/nvidia/nsight-compute/2025.3.1 is an easy mistake
+            path = path / ("ncu.bat" if os.name == "nt" else "ncu")
+        if _is_executable(path):
+            return path
+        on_path = shutil.which(env)
+        if on_path:
+            return Path(on_path)
+        raise NcuNotFoundError(
+            f"NCU={env} is not an executable file: set NCU=/path/to/ncu, or unset it to search"
+            " PATH and the usual install folders"
+        )
+    on_path = shutil.which("ncu")
+    if on_path:
+        return Path(on_path)
+    patterns = _install_patterns()
+    for pattern in patterns:
+        for candidate in sorted(glob.glob(pattern), key=_version_key, reverse=True):
+            if _is_executable(Path(candidate)):
+                return Path(candidate)
+    raise NcuNotFoundError(
+        f"ncu not found (looked at $NCU, PATH, {', '.join(patterns)}): {_FIX}"
+    )
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in version.split(".") if x.isdigit())
+
+
+def ncu_version(ncu: str | os.PathLike[str]) -> str:
+    """Return ncu's version by running ``ncu --version``.
+
+    Args:
+        ncu: The ncu executable.
+
+    Returns:
+        The version, e.g. ``"2025.3.1.0"``, or ``"unknown"`` if ncu ran but printed none.
+
+    Raises:
+        NcuNotFoundError: ncu cannot be run or ``--version`` fails.
+
+    """
+    try:
+        proc = subprocess.run(
+            [str(ncu), "--version"], capture_output=True, text=True, errors="replace",
+            timeout=120, check=False,
+        )
+    except OSError as exc:
+        raise NcuNotFoundError(f"cannot run {ncu}: {exc.strerror or exc}; {_FIX}") from None
+    except subprocess.TimeoutExpired:
+        raise NcuNotFoundError(f"{ncu} --version did not answer within 120 s") from None
+    output = proc.stdout + proc.stderr
+    if proc.returncode != 0:
+        last = output.strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
+        raise NcuNotFoundError(f"{ncu} --version failed ({last[0]}); {_FIX}")
+    match = _VERSION.search(output)
+    return match.group(1) if match else "unknown"
+
+
+def version_warnings(version: str) -> list[str]:
+    """Return one-line warnings about an ncu version (empty when it is recent enough)."""
+    if version == "unknown":
+        return ["ncu did not print its version; ncu-advise expects Nsight Compute 2023.1 or newer"]
+    if _version_tuple(version)[:2] < MIN_NCU_VERSION:
+        return [
+            f"ncu {version} is older than 2023.1: metric names and CSV columns may differ and "
+            "some advice may be missing; update Nsight Compute"
+        ]
+    return []
+
+
+# --------------------------------------------------------------------------- command lines
+
+
+def _option_value(args: Sequence[str], *names: str) -> str | None:
+    """Return the value of the last ``--opt value`` / ``--opt=value`` in args, or None."""
+    value = None
+    for i, arg in enumerate(args):
+        for name in names:
+            if arg == name and i + 1 < len(args):
+                value = args[i + 1]
+            elif arg.startswith(name + "="):
+                value = arg.split("=", 1)[1]
+    return value
+
+
+def _has_option(args: Sequence[str], *names: str) -> bool:
+    return any(a == n or a.startswith(n + "=") for a in args for n in names)
+
+
+def build_ncu_command(
+    ncu: str | os.PathLike[str],
+    program: str | os.PathLike[str],
+    args: Sequence[str | os.PathLike[str]],
+    *,
+    rep_path: str | os.PathLike[str],
+    section_set: str | None = "full",
+    kernel_name: str | None = None,
+    launch_count: int | None = None,
+    nvtx: bool = False,
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """Build the ncu command line that profiles a program into a ``.ncu-rep``.
+
+    The order is: ncu, ``--clock-control none`` (unless ``extra`` sets it), ``--set``, ``-k``,
+    ``-c``, ``--nvtx``, ``extra``, ``-o rep_path -f``, then the program and its arguments.
+
+    Args:
+        ncu: The ncu executable.
+        program: The program to profile.
+        args: The program's arguments.
+        rep_path: Where ncu writes the report (ncu adds ``.ncu-rep`` if missing).
+        section_set: The section set (``--set``); None to pass none. ``extra`` may override it.
+        kernel_name: Profile only kernels with this name (``-k``; ``regex:PATTERN`` works).
+        launch_count: Profile at most this many launches (``-c``).
+        nvtx: Record NVTX ranges (``--nvtx``).
+        extra: More ncu options, passed through as given (e.g. ``["--section", "Occupancy"]``).
+
+    Returns:
+        The command as a list of strings (to run without a shell).
+
+    Raises:
+        ProfilingError: ``extra`` sets an option this module owns, or ``launch_count`` < 1.
+
+    """
+    extra = [str(e) for e in extra]
+    for arg in extra:
+        if arg in _RESERVED or any(arg.startswith(r + "=") for r in _RESERVED if r[1] == "-"):
+            raise ProfilingError(
+                f"the ncu option {arg} is set by ncu-advise; choose the output with out_dir/name"
+            )
+    if launch_count is not None and launch_count < 1:
+        raise ProfilingError(f"the launch count must be at least 1, not {launch_count}")
+    cmd = [str(ncu)]
+    # Unlocked clocks measure the program as it really runs (ncu would lock them to base);
+    # NCU_NOTES.md's captures all use this.
+    if not _has_option(extra, "--clock-control"):
+        cmd += ["--clock-control", "none"]
+    if section_set and not _has_option(extra, "--set"):
+        cmd += ["--set", section_set]
+    if kernel_name:
+        cmd += ["-k", kernel_name]
+    if launch_count is not None:
+        cmd += ["-c", str(launch_count)]
+    if nvtx:
+        cmd.append("--nvtx")
+    cmd += extra
+    cmd += ["-o", str(rep_path), "-f"]
+    cmd.append(str(program))
+    cmd += [str(a) for a in args]
+    return cmd
+
+
+def build_import_command(
+    ncu: str | os.PathLike[str],
+    rep_path: str | os.PathLike[str],
+    *,
+    page: str | None = None,
+    nvtx: bool = False,
+) -> list[str]:
+    """Build ``ncu --import REP --csv [--page PAGE] --print-units base [--nvtx]``.
+
+    Args:
+        ncu: The ncu executable.
+        rep_path: The ``.ncu-rep`` report.
+        page: ``"raw"`` for the raw page; None for the details page (with ncu's rule rows).
+        nvtx: Add the NVTX columns (when the report was taken with ``--nvtx``).
+
+    Returns:
+        The command as a list of strings.
+
+    """
+    cmd = [str(ncu), "--import", str(rep_path), "--csv"]
+    if page:
+        cmd += ["--page", page]
+    # Imports default to auto-scaled units per row; base units are one unit per metric.
+    cmd += ["--print-units", "base"]
+    if nvtx:
+        cmd.append("--nvtx")
+    return cmd
+
+
+def _stem(rep_path: Path) -> str:
+    name = rep_path.name
+    return name[: -len(".ncu-rep")] if name.endswith(".ncu-rep") else rep_path.stem
+
+
+def _import(cmd: list[str], dest: Path) -> None:
+    try:
+        with dest.open("wb") as fh:
+            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.PIPE, check=False)
+    except OSError as exc:
+        dest.unlink(missing_ok=True)
+        raise ProfilingError(f"cannot export {cmd[2]} to {dest}: {exc.strerror or exc}") from None
+    if proc.returncode != 0 or dest.stat().st_size == 0:
+        dest.unlink(missing_ok=True)
+        why = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [
+            f"exit status {proc.returncode}"
+        ]
+        raise ProfilingError(f"ncu could not export {cmd[2]} as CSV: {why[0]}")
+
+
+def export_csvs(
+    ncu: str | os.PathLike[str], rep_path: str | os.PathLike[str], *, nvtx: bool = False
+) -> tuple[Path, Path]:
+    """Export a report's raw and details pages as CSV, next to it.
+
+    Args:
+        ncu: The ncu executable.
+        rep_path: The ``.ncu-rep`` report, e.g. ``out/app.ncu-rep``.
+        nvtx: Add the NVTX columns.
+
+    Returns:
+        ``(raw_csv, details_csv)``: ``out/app.raw.csv`` and ``out/app.details.csv``.
+
+    Raises:
+        ProfilingError: ncu could not export the report.
+
+    """
+    rep = Path(rep_path)
+    raw = rep.with_name(_stem(rep) + ".raw.csv")
+    details = rep.with_name(_stem(rep) + ".details.csv")
+    _import(build_import_command(ncu, rep, page="raw", nvtx=nvtx), raw)
+    _import(build_import_command(ncu, rep, nvtx=nvtx), details)
+    return raw, details
+
+
+def _count_launches(raw_csv: Path) -> int:
+    """Rows of a raw-page export: one per launch, after the header and the units row."""
+    count, in_table = 0, False
+    with raw_csv.open(newline="", encoding="utf-8", errors="replace") as fh:
+        for row in csv.reader(fh):
+            if not in_table:
+                in_table = bool(row) and row[0] == "ID"
+            elif row and row[0].strip().isdigit():
+                count += 1
+    return count
+
+
+# --------------------------------------------------------------------------- running ncu
+
+
+def _resolve_program(program: str) -> str:
+    """Return the program as ncu should be given it, or raise if it cannot be run."""
+    path = Path(program)
+    has_dir = os.sep in program or bool(os.altsep and os.altsep in program)
+    if not has_dir and shutil.which(program):
+        return program
+    if not path.exists():
+        where = "no such file" if has_dir else "not a file here nor a command on PATH"
+        raise ProfilingError(f"program not found: {program} ({where})")
+    if path.is_dir() or not os.access(path, os.X_OK):
+        hint = ""
+        if path.suffix == ".py":
+            hint = f"; run it through Python: python3 {program}"
+        elif path.suffix == ".cu":
+            hint = f"; compile it first, e.g. nvcc -O3 -lineinfo -o app {program}"
+        elif not path.is_dir():
+            hint = f"; chmod +x {program}"
+        raise ProfilingError(f"program not executable: {program}{hint}")
+    # A bare name found only in the current folder: spell it as a path so ncu does not
+    # search PATH for it.
+    return program if has_dir else os.path.join(".", program)
+
+
+def _default_name(program: str, args: Sequence[str]) -> str:
+    base = Path(program).name
+    # `python3 train.py` is better named after the script than the interpreter.
+    if _PYTHON.match(base) and args and str(args[0]).endswith(".py"):
+        base = Path(str(args[0])).stem
+    elif base.lower().endswith((".exe", ".bat")):
+        base = base.rsplit(".", 1)[0]
+    return re.sub(r"[^\w.-]", "_", base) or "profile"
+
+
+@dataclass
+class _NcuOutput:
+    """What ncu printed, sorted out line by line (kept apart from the I/O to test it alone)."""
+
+    log: list[str] = field(default_factory=list)
+    kernels: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    app_exit_code: int | None = None
+    report: str | None = None
+    permission_denied: bool = False
+    nothing_profiled: bool = False
+    total: int | None = None
+
+    def add(self, line: str) -> tuple[str, re.Match[str] | None] | None:
+        """Record one ncu line; return ``(kind, profiling match)``, or None for program output."""
+        match = _NCU_LINE.match(line)
+        if not match:
+            return None
+        kind, text = match.groups()
+        self.log.append(line)
+        profiling = None
+        if kind == "PROF":
+            profiling = _PROFILING.match(text)
+            report = _REPORT.match(text)
+            if profiling:
+                self.kernels.append(profiling["name"])
+                if profiling["total"]:
+                    self.total = int(profiling["total"])
+            elif report:
+                self.report = report.group(1).strip()
+        elif kind == "ERROR":
+            app = _APP_ERROR.search(text)
+            if app:
+                self.app_exit_code = int(app.group(1))
+            elif "ERR_NVGPUCTRPERM" in text:
+                self.permission_denied = True
+            elif "No kernels were profiled" in text:
+                self.nothing_profiled = True
+            else:
+                self.errors.append(text.strip())
+        elif kind == "WARNING":
+            if "No kernels were profiled" in text:
+                self.nothing_profiled = True
+            if not text.startswith(_QUIET_WARNINGS):
+                short = text if len(text) <= 200 else text[:197] + "..."
+                self.warnings.append(f"ncu: {short}")
+        return kind, profiling
+
+
+class _Display:
+    """A live line on stderr while ncu runs, and the program's output passed to stdout."""
+
+    def __init__(self, enabled: bool, total: int | None) -> None:
+        self._progress: Progress | None = None
+        console = Console(stderr=True)
+        if enabled and console.is_terminal and not console.is_dumb_terminal:
+            self._progress = Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                MofNCompleteColumn(),
+                TextColumn("kernels"),
+                TimeElapsedColumn(),
+                console=console,
+                transient=True,
+                # Never reroute stdout: when it is a file, the program's output belongs there.
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
+            self._task = self._progress.add_task("starting the program under ncu", total=total)
+        self._stdout_is_terminal = sys.stdout.isatty()
+
+    @contextmanager
+    def shown(self) -> Iterator[_Display]:
+        """Show the live line for the duration of the block."""
+        if self._progress is None:
+            yield self
+            return
+        with self._progress:
+            yield self
+
+    def program_output(self, line: str) -> None:
+        """Pass one line of the program's output to stdout."""
+        if self._progress is not None and self._stdout_is_terminal:
+            # Same terminal: print above the live line so the two do not overwrite each other.
+            self._progress.console.print(Text(line), soft_wrap=True, highlight=False)
+        else:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    def kernel(self, profiling: re.Match[str], done: int, total: int | None) -> None:
+        """Show the kernel being profiled (``done`` kernels finished so far)."""
+        if self._progress is None:
+            return
+        name = profiling["name"]
+        name = name if len(name) <= 60 else name[:57] + "..."
+        passes = _PASSES.search(profiling["rest"])
+        if passes:
+            what = f"profiled kernel {profiling['id']}: {name} ({passes.group(1)} passes)"
+        else:
+            percents = _PERCENT.findall(profiling["rest"])
+            pct = f" {percents[-1]}%" if percents else ""
+            what = f"profiling kernel {profiling['id']}: {name}{pct}"
+        self._progress.update(
+            self._task, description=what, completed=done, total=total, refresh=True
+        )
+
+
+def _split_ncu_messages(line: str) -> list[str]:
+    return [part for part in _EMBEDDED_NCU.split(line) if part] or [line]
+
+
+def _run_ncu(cmd: list[str], display: _Display, total: int | None) -> tuple[int, _NcuOutput]:
+    """Run ncu, reading its merged output as it comes; return its exit status and output."""
+    out = _NcuOutput(total=total)
+
+    def on_line(raw: str) -> None:
+        for line in _split_ncu_messages(raw.rstrip("\r")):
+            seen = out.add(line)
+            if seen is None:
+                display.program_output(line)
+            elif seen[1] is not None:
+                display.kernel(seen[1], len(out.kernels), out.total)
+
+    try:
+        # The program inherits ncu's stdout and stderr, so both reach this one pipe.
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    except OSError as exc:
+        raise NcuNotFoundError(f"cannot run {cmd[0]}: {exc.strerror or exc}; {_FIX}") from None
+    assert proc.stdout is not None
+    pending = b""
+    try:
+        with display.shown():
+            # read1 returns what is there, so a kernel's progress dots show before its line ends.
+            while chunk := proc.stdout.read1(65536):
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    on_line(line.decode(errors="replace"))
+                partial = _NCU_LINE.match(pending.decode(errors="replace"))
+                if partial and partial.group(1) == "PROF":
+                    started = _PROFILING.match(partial.group(2))
+                    if started:
+                        display.kernel(started, len(out.kernels), out.total)
+            if pending:
+                on_line(pending.decode(errors="replace"))
+            returncode = proc.wait()
+    finally:
+        if proc.poll() is None:  # interrupted (Ctrl-C) or failed while reading
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        proc.stdout.close()
+    return returncode, out
+
+
+def _nothing_profiled(kernel_name: str | None, extra: Sequence[str], app_exit: int | None) -> str:
+    filters = [f"-k {kernel_name}"] if kernel_name else []
+    filters += [a for a in extra if a.split("=", 1)[0] in ("--launch-skip", "-s", "--nvtx-include")]
+    if app_exit:
+        why = f"the program exited with status {app_exit} before launching a profiled kernel"
+    elif filters:
+        why = (f"no kernel launch matched the filters ({' '.join(filters)}); ncu matches the "
+               "function name exactly (use -k regex:PATTERN for a pattern)")
+    else:
+        why = ("the program launched no CUDA kernels under ncu (no -k/-c filters were set); "
+               "check that it runs on the GPU with these arguments")
+    return f"nothing was profiled: {why}"
+
+
+def run_profile(
+    program: str | os.PathLike[str],
+    args: Sequence[str | os.PathLike[str]] = (),
+    *,
+    out_dir: str | os.PathLike[str] = ".",
+    name: str | None = None,
+    section_set: str | None = "full",
+    kernel_name: str | None = None,
+    launch_count: int | None = None,
+    nvtx: bool = False,
+    extra: Sequence[str] = (),
+    progress: bool = True,
+    ncu: str | os.PathLike[str] | None = None,
+) -> ProfileResult:
+    """Profile a program under ncu and export the report as CSV.
+
+    Writes ``<out_dir>/<name>.ncu-rep``, ``<name>.raw.csv`` and ``<name>.details.csv``
+    (``name`` defaults to the program's name, or the script's for ``python3 script.py``).
+
+    Args:
+        program: The program to run, a path or a command on PATH (e.g. ``python3``).
+        args: Its arguments.
+        out_dir: The folder for the report and the CSV files (created if missing).
+        name: The base name of the files.
+        section_set: The ncu section set (``--set``), ``"full"`` by default.
+        kernel_name: Profile only kernels with this name (``-k``).
+        launch_count: Profile at most this many launches (``-c``).
+        nvtx: Record NVTX ranges (``--nvtx``).
+        extra: More ncu options, passed through (``--clock-control`` here replaces the default).
+        progress: Show a live line on stderr (only when stderr is a terminal).
+        ncu: The ncu executable; found with :func:`find_ncu` when None.
+
+    Returns:
+        The files written and what the run reported.
+
+    Raises:
+        NcuNotFoundError: ncu cannot be found or run.
+        ProfilingError: The program cannot be run, the counters are restricted, nothing was
+            profiled, or ncu wrote no report.
+
+    """
+    ncu_path = Path(ncu) if ncu is not None else find_ncu()
+    version = ncu_version(ncu_path)
+    warnings = version_warnings(version)
+    program_arg = _resolve_program(str(program))
+    args = [str(a) for a in args]
+    extra = [str(e) for e in extra]
+
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ProfilingError(f"cannot create {out}: {exc.strerror or exc}") from None
+    rep = out / f"{name or _default_name(str(program), args)}.ncu-rep"
+    # ncu writes no report when nothing is profiled: a stale one must not pass for this run's.
+    for stale in (rep, rep.with_name(_stem(rep) + ".raw.csv"),
+                  rep.with_name(_stem(rep) + ".details.csv")):
+        stale.unlink(missing_ok=True)
+
+    cmd = build_ncu_command(
+        ncu_path, program_arg, args, rep_path=rep, section_set=section_set,
+        kernel_name=kernel_name, launch_count=launch_count, nvtx=nvtx, extra=extra,
+    )
+    returncode, output = _run_ncu(cmd, _Display(progress, launch_count), launch_count)
+
+    if output.permission_denied:
+        raise ProfilingError(_PERM_MESSAGE)
+    if output.report and Path(output.report).is_file():
+        rep = Path(output.report)
+    app_exit = output.app_exit_code
+    if app_exit is None and returncode == 0:
+        app_exit = 0
+    if not rep.is_file():
+        if output.errors:  # e.g. "Unknown Error on device 0": more telling than "nothing"
+            raise ProfilingError(f"ncu failed (exit status {returncode}): {output.errors[0]}")
+        if output.nothing_profiled or not output.kernels:
+            raise ProfilingError(_nothing_profiled(kernel_name, extra, app_exit))
+        raise ProfilingError(
+            f"ncu wrote no report at {rep} (exit status {returncode}"
+            f"{'; ' + output.log[-1] if output.log else ''})"
+        )
+
+    raw_csv, details_csv = export_csvs(ncu_path, rep, nvtx=nvtx)
+    kernels = _count_launches(raw_csv)
+    if kernels == 0:
+        raise ProfilingError(_nothing_profiled(kernel_name, extra, app_exit))
+    warnings += output.warnings
+    warnings += [f"ncu: {e}" for e in output.errors]
+    if app_exit:
+        warnings.append(
+            f"the program exited with status {app_exit}; the report covers the {kernels} "
+            f"kernel{'s' if kernels != 1 else ''} profiled before that"
+        )
+    elif returncode != 0:
+        warnings.append(f"ncu exited with status {returncode}; the report may be incomplete")
+
+    return ProfileResult(
+        rep_path=rep,
+        raw_csv=raw_csv,
+        details_csv=details_csv,
+        command=cmd,
+        ncu_version=version,
+        program_exit_code=app_exit,
+        warnings=warnings,
+        kernels_profiled=kernels,
+        log=output.log,
+        ncu=ncu_path,
+        section_set=_option_value(extra, "--set") or section_set,
+        clock_control=_option_value(extra, "--clock-control") or "none",
+        cache_control=_option_value(extra, "--cache-control") or "all",
+    )
