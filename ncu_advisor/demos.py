@@ -615,7 +615,8 @@ def time_all(
 ) -> dict[str, Any]:
     """Measure the copy roof, then check and time every demo (or the given ones).
 
-    A demo that fails its check is recorded under ``errors`` and the others still run.
+    A demo that fails (wrong result, or any error while compiling or launching) is recorded
+    under ``errors`` and the others still run.
 
     Returns:
         A JSON-ready dict: GPU facts, the copy roof, one result per demo, and the errors.
@@ -641,9 +642,11 @@ def time_all(
         started = time.perf_counter()
         try:
             result = time_demo(name, repeats, warmup, size=size, copy_roof_gbs=roof)
-        except DemoError as exc:
-            report["errors"].append({"name": name, "error": str(exc)})
-            say(f"{name}: FAILED: {exc}")
+        except Exception as exc:  # one broken demo must not stop the batch
+            message = str(exc) if isinstance(exc, DemoError) else f"{type(exc).__name__}: {exc}"
+            report["errors"].append({"name": name, "error": message})
+            say(f"{name}: FAILED: {message}")
+            _free(cp)
             continue
         result["wall_s"] = time.perf_counter() - started
         report["demos"].append(result)
@@ -734,12 +737,23 @@ def _main(argv: Sequence[str] | None = None) -> int:
             print(f"{demo.name:<15} {demo.title}\n{'':<15} kernels: {kernels}")
         return 0
     if args.command == "check":
-        names = [d.name for d in list_demos()] if args.name == "all" else [args.name]
-        for name in names:
-            errors = check_demo(name, args.size)
+        if args.name != "all":
+            errors = check_demo(args.name, args.size)
             shown = ", ".join(f"{k} {v:.3g}" for k, v in errors.items())
-            print(f"{name:<15} ok (max abs error: {shown})")
-        return 0
+            print(f"{args.name:<15} ok (max abs error: {shown})")
+            return 0
+        require_gpu()
+        failed = 0
+        for demo in list_demos():
+            try:
+                errors = check_demo(demo.name, args.size)
+            except Exception as exc:  # report every demo, then fail
+                failed += 1
+                print(f"{demo.name:<15} FAILED: {type(exc).__name__}: {exc}", flush=True)
+                continue
+            shown = ", ".join(f"{k} {v:.3g}" for k, v in errors.items())
+            print(f"{demo.name:<15} ok (max abs error: {shown})", flush=True)
+        return 1 if failed else 0
     if args.command == "once":
         launched = profile_once(args.name, args.size)
         print(f"{args.name}: profiled {', '.join(launched)}")

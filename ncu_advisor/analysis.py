@@ -1,0 +1,319 @@
+"""The analysis: Report -> quantities -> roofline, occupancy -> rules -> ranked findings.
+
+``analyze(report)`` is the one computed result every renderer (text, JSON, HTML) formats.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import __version__
+from .derive.quantities import compute_quantities, label_of, unit_of
+from .derive.roofline import Roofline, roofline_for
+from .report import Report
+from .rules_engine.engine import SEVERITY_RANK, Finding, NotEvaluated, evaluate
+from .rules_engine.loader import load_rules
+from .rules_engine.schema import Rule
+
+SCHEMA_VERSION = 1
+# Quantities shown for every kernel (JSON "quantities", the HTML kernel table, text output).
+KEY_QUANTITIES = (
+    "duration_ns", "sm_pct", "mem_pct", "dram_pct", "l1_pct", "l2_pct", "dram_bytes",
+    "dram_bandwidth", "arith_intensity_dram", "flops_fp32", "flops_fp64", "flops_fp16",
+    "theoretical_occupancy_pct", "achieved_occupancy_pct", "registers_per_thread",
+    "shared_mem_per_block", "waves_per_sm", "issue_active", "global_ld_bytes_per_sector",
+    "global_st_bytes_per_sector", "threads_per_inst", "branch_uniform_pct", "local_ld_insts",
+    "local_st_insts", "shared_conflict_pct", "l1_hit_pct", "l2_hit_pct", "xu_pipe_pct",
+    "tensor_pipe_pct",
+)
+_OCC_LIMITS = {
+    "registers": "launch__occupancy_limit_registers",
+    "shared_mem": "launch__occupancy_limit_shared_mem",
+    "warps": "launch__occupancy_limit_warps",
+    "blocks": "launch__occupancy_limit_blocks",
+}
+
+
+def _num(value) -> float | None:
+    """A JSON-safe float (None for NaN/inf/missing)."""
+    if value is None:
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _int(value) -> int | None:
+    v = _num(value)
+    return None if v is None else int(round(v))
+
+
+@dataclass
+class Analysis:
+    """Everything computed from one Report."""
+
+    report: Report
+    quantities: pd.DataFrame
+    rooflines: dict[int, Roofline]
+    occupancy: dict[int, dict]
+    findings: list[Finding]
+    not_evaluated: list[NotEvaluated]
+    rules: list[Rule]
+    command: list[str] | None = None
+    extra_session: dict = field(default_factory=dict)
+
+    @property
+    def total_time_ns(self) -> float:
+        """Total GPU time of all launches (invocations counted)."""
+        return self.report.total_duration_ns
+
+    def kernel_findings(self, launch: int) -> list[Finding]:
+        """Findings about one launch, most severe first."""
+        found = [f for f in self.findings if f.launch == launch]
+        return sorted(found, key=lambda f: (SEVERITY_RANK[f.severity],
+                                            -(f.estimated_saving_ns or 0.0)))
+
+    def ranked(self) -> list[dict]:
+        """Findings across the application, grouped by rule and kernel, largest saving first.
+
+        Each kernel finding is weighted by what it saves in the whole run (its estimated
+        saving in the kernel times the kernel's invocations); repeated launches of one kernel
+        are grouped into one entry.
+        """
+        launches = self.report.launches.set_index("launch")
+        total = self.total_time_ns or float("nan")
+        groups: dict[tuple, dict] = {}
+        for f in self.findings:
+            if f.launch is None:
+                key = (f.rule, tuple(f.kernel_ids))
+                kernel = "application"
+                ids = list(f.kernel_ids)
+                weight = 1
+            else:
+                row = launches.loc[f.launch]
+                key = (f.rule, row["short_name"])
+                kernel = row["short_name"]
+                ids = [int(row["id"])] if not pd.isna(row["id"]) else []
+                weight = int(row["invocations"])
+            g = groups.get(key)
+            saving = (f.estimated_saving_ns or 0.0) * weight
+            if g is None:
+                groups[key] = g = {
+                    "rule": f.rule, "category": f.category, "severity": f.severity,
+                    "confidence": f.confidence, "title": f.title, "kernel": kernel,
+                    "kernel_ids": [], "launches": 0, "estimated_saving_ns": 0.0,
+                    "has_estimate": False, "advice": f.advice, "demo": f.demo,
+                    "evidence": f.evidence,
+                }
+            g["kernel_ids"].extend(ids)
+            g["launches"] += weight if f.launch is not None else len(ids)
+            g["estimated_saving_ns"] += saving
+            g["has_estimate"] |= f.estimated_saving_ns is not None
+            if SEVERITY_RANK[f.severity] < SEVERITY_RANK[g["severity"]]:
+                g["severity"], g["title"], g["evidence"] = f.severity, f.title, f.evidence
+        out = []
+        for g in groups.values():
+            if not g.pop("has_estimate"):
+                g["estimated_saving_ns"] = None
+            saving = g["estimated_saving_ns"]
+            g["app_saving_pct"] = _num(100.0 * saving / total) if saving is not None else None
+            out.append(g)
+        out.sort(key=lambda g: (-(g["estimated_saving_ns"] or 0.0), SEVERITY_RANK[g["severity"]]))
+        return out
+
+    def bounds(self) -> dict[str, int]:
+        """How many launches are memory-, compute-, latency-bound or unknown."""
+        counts = {"memory": 0, "compute": 0, "latency": 0, "unknown": 0}
+        for r in self.rooflines.values():
+            counts[r.bound or "unknown"] += 1
+        return counts
+
+    def to_dict(self, include_metrics: bool = False) -> dict:
+        """Return the JSON contract (``docs/json-contract.md``), schema_version 1."""
+        rep = self.report
+        total = self.total_time_ns
+        kernels = []
+        rules_by_launch = {k: g for k, g in rep.ncu_rules.groupby("launch")} if len(
+            rep.ncu_rules) else {}
+        metrics_by_launch = ({k: g for k, g in rep.metrics.groupby("launch")}
+                             if include_metrics else {})
+        for row in rep.launches.itertuples(index=False):
+            launch = int(row.launch)
+            qrow = self.quantities.loc[launch]
+            share = (row.duration_ns * row.invocations / total
+                     if total and not pd.isna(row.duration_ns) else None)
+            entry = {
+                "id": _int(row.id), "launch": launch, "source": row.source, "name": row.name,
+                "short_name": row.short_name,
+                "grid": [_int(row.grid_x), _int(row.grid_y), _int(row.grid_z)],
+                "block": [_int(row.block_x), _int(row.block_y), _int(row.block_z)],
+                "device": _int(row.device), "cc": None if pd.isna(row.cc) else str(row.cc),
+                "stream": _int(row.stream), "nvtx": None if pd.isna(row.nvtx) else row.nvtx,
+                "invocations": int(row.invocations), "duration_ns": _num(row.duration_ns),
+                "time_share": _num(share),
+                "quantities": {
+                    name: {"value": _num(qrow[name]), "unit": unit_of(name),
+                           "label": label_of(name)}
+                    for name in KEY_QUANTITIES if _num(qrow.get(name)) is not None
+                },
+                "roofline": self.rooflines[launch].to_dict(),
+                "occupancy": self.occupancy[launch],
+                "findings": [_finding_dict(f) for f in self.kernel_findings(launch)],
+                "not_evaluated": [
+                    {"rule": n.rule, "category": n.category, "missing": n.missing,
+                     "collect_with": n.collect_with}
+                    for n in self.not_evaluated if n.launch == launch
+                ],
+                "ncu_rules": _ncu_rules(rules_by_launch.get(launch)),
+            }
+            if include_metrics:
+                entry["metrics"] = _metric_list(metrics_by_launch.get(launch))
+            kernels.append(entry)
+        top = sorted(kernels, key=lambda k: -(k["duration_ns"] or 0) * k["invocations"])[:10]
+        session = {k: v for k, v in rep.session.items() if k != "ncu_messages"}
+        session.update(self.extra_session)
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "ncu-advise", "version": __version__},
+            "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "sources": list(rep.sources),
+            "command": self.command,
+            "session": _json_safe(session),
+            "warnings": list(rep.warnings),
+            "summary": {
+                "launch_count": int(rep.launches["invocations"].sum()),
+                "kernel_count": int(rep.launches["short_name"].nunique()),
+                "total_duration_ns": _num(total),
+                "bounds": self.bounds(),
+                "top_kernels": [
+                    {"id": k["id"], "short_name": k["short_name"], "name": k["name"],
+                     "duration_ns": k["duration_ns"], "time_share": k["time_share"],
+                     "invocations": k["invocations"], "bound": k["roofline"]["bound"]}
+                    for k in top
+                ],
+                "application_not_evaluated": [
+                    {"rule": n.rule, "category": n.category, "missing": n.missing,
+                     "collect_with": n.collect_with}
+                    for n in self.not_evaluated if n.launch is None
+                ],
+            },
+            "kernels": kernels,
+            "findings": [_json_safe(g) for g in self.ranked()],
+        }
+
+
+def _json_safe(obj):
+    if isinstance(obj, dict):
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_safe(v) for v in obj]
+    if isinstance(obj, float | np.floating):
+        return _num(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return obj
+
+
+def _finding_dict(f: Finding) -> dict:
+    d = f.to_dict()
+    d.pop("launch")
+    return _json_safe(d)
+
+
+def _ncu_rules(frame: pd.DataFrame | None) -> list[dict]:
+    if frame is None:
+        return []
+    cols = ["rule", "section", "type", "title", "description", "speedup_type", "speedup"]
+    records = frame[cols].astype(object).where(frame[cols].notna(), None).to_dict("records")
+    return [_json_safe(r) for r in records]
+
+
+def _metric_list(frame: pd.DataFrame | None) -> list[dict]:
+    if frame is None:
+        return []
+    cols = ["section", "metric", "label", "unit", "value", "text"]
+    frame = frame.drop_duplicates(subset=["metric", "label", "section"])
+    records = frame[cols].astype(object).where(frame[cols].notna(), None).to_dict("records")
+    return [_json_safe(r) for r in records]
+
+
+def occupancy_summary(wide_row: pd.Series, q: pd.Series) -> dict:
+    """Occupancy facts of one launch as ncu measured them (the calculator adds the rest)."""
+    limits = {k: _int(wide_row.get(m)) for k, m in _OCC_LIMITS.items()}
+    known = {k: v for k, v in limits.items() if v is not None}
+    low = min(known.values()) if known else None
+    limiter = [k for k, v in known.items() if v == low] if known else []
+    return {
+        "theoretical_pct": _num(q.get("theoretical_occupancy_pct")),
+        "achieved_pct": _num(q.get("achieved_occupancy_pct")),
+        "limiter": "+".join(limiter) if limiter else None,
+        "limits": limits,
+        "registers_per_thread": _int(q.get("registers_per_thread")),
+        "shared_mem_per_block": _num(q.get("shared_mem_per_block")),
+        "block_size": _int(q.get("block_size")),
+        "waves_per_sm": _num(q.get("waves_per_sm")),
+    }
+
+
+def analyze(report: Report, rules: list[Rule] | None = None,
+            rules_dirs: list[Path] | None = None, measured_bandwidth: float | None = None,
+            command: list[str] | None = None) -> Analysis:
+    """Analyze a Report: derive quantities, place every launch on the roofline, run the rules.
+
+    Args:
+        report: what :func:`ncu_advisor.read_report` returned.
+        rules: rules to run (default: the built-in ones plus ``rules_dirs``).
+        rules_dirs: extra folders of rule files (``--rules DIR``).
+        measured_bandwidth: a measured DRAM roof in byte/s, shown beside the datasheet one.
+        command: the profiled command line, when the analysis comes from ``ncu-advise ./app``.
+    """
+    if rules is None:
+        rules = load_rules(rules_dirs)
+    wide = report.wide()
+    quantities = compute_quantities(wide)
+    launches = report.launches
+    weighted = (launches.set_index("launch")["duration_ns"]
+                * launches.set_index("launch")["invocations"])
+    quantities["time_share_pct"] = 100.0 * weighted / np.nansum(weighted)
+    gpu = report.session.get("gpu")
+    rooflines, occupancy = {}, {}
+    for launch in launches["launch"]:
+        wrow = wide.loc[launch]
+        qrow = quantities.loc[launch]
+        rooflines[int(launch)] = roofline_for(wrow, qrow, gpu, measured_bandwidth)
+        occupancy[int(launch)] = occupancy_summary(wrow, qrow)
+    _add_calculator(report, occupancy)
+    findings, skipped = evaluate(rules, quantities, launches)
+    return Analysis(report=report, quantities=quantities, rooflines=rooflines,
+                    occupancy=occupancy, findings=findings, not_evaluated=skipped, rules=rules,
+                    command=command)
+
+
+def _add_calculator(report: Report, occupancy: dict[int, dict]) -> None:
+    """Add the occupancy calculator's view (limits, best block size) where it can run."""
+    try:
+        from .derive.occupancy import occupancy_from_report
+    except ImportError:  # the calculator is optional for the rest of the analysis
+        return
+    try:
+        table = occupancy_from_report(report)
+    except Exception:  # noqa: BLE001 - never lose the analysis over the calculator
+        return
+    if table is None or table.empty:
+        return
+    for launch, row in table.iterrows():
+        entry = occupancy.get(int(launch))
+        if entry is None:
+            continue
+        for key in ("calc_theoretical_pct", "recommended_block_size", "calc_limiter"):
+            if key in row and _num(row[key]) is not None or (key in row and isinstance(
+                    row[key], str)):
+                entry[key] = row[key] if isinstance(row[key], str) else _num(row[key])

@@ -1,0 +1,340 @@
+"""The ``ncu-advise`` command line: declares options, calls the library, prints.
+
+Every user-facing failure is an :class:`~ncu_advisor.errors.NcuAdviseError`; ``main`` prints
+its one line and exits with code 2 (usage/input). No traceback reaches the user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from .errors import NcuAdviseError
+
+app = typer.Typer(
+    name="ncu-advise",
+    help="Ranked, evidence-backed optimization advice from Nsight Compute profiles.\n\n"
+         "Profile a program: ncu-advise ./app [args]   (same as: ncu-advise profile ./app)",
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    no_args_is_help=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class OutputFormat(str, Enum):
+    """Output formats of ``analyze``."""
+
+    text = "text"
+    json = "json"
+    html = "html"
+
+
+class ExportFormat(str, Enum):
+    """Table formats of ``export``."""
+
+    parquet = "parquet"
+    csv = "csv"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write a file all at once: a failure never leaves a half-written output behind."""
+    path = Path(path)
+    if path.parent and not path.parent.exists():
+        raise NcuAdviseError(f"{path.parent}: output folder does not exist")
+    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _warn(lines: list[str]) -> None:
+    for line in lines:
+        typer.echo(f"ncu-advise: warning: {line}", err=True)
+
+
+def render(result: dict, fmt: OutputFormat, top: int) -> str:
+    """Format one analysis result."""
+    if fmt is OutputFormat.json:
+        return json.dumps(result, indent=2, allow_nan=False) + "\n"
+    if fmt is OutputFormat.html:
+        from .render.html import render_html
+
+        return render_html(result)
+    from .render.text import render_text
+
+    return render_text(result, top=top)
+
+
+@app.command()
+def analyze(
+    paths: Annotated[list[Path], typer.Argument(
+        help="Reports: .ncu-rep files, CSVs written by ncu --csv / ncu --import --csv, or "
+             "folders of them.", show_default=False)],
+    format: Annotated[OutputFormat, typer.Option(
+        "--format", "-f", help="text (terminal), json (machine contract) or html (report).",
+        case_sensitive=False)] = OutputFormat.text,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Write to this file instead of stdout.")] = None,
+    rules: Annotated[list[Path] | None, typer.Option(
+        "--rules", help="Folder of extra rule files (repeatable).")] = None,
+    top: Annotated[int, typer.Option(help="How many findings the text output lists.")] = 10,
+    include_metrics: Annotated[bool, typer.Option(
+        "--include-metrics", help="Add every raw metric of every kernel to JSON/HTML.")] = False,
+    peak_bandwidth: Annotated[float | None, typer.Option(
+        "--measured-bandwidth", help="A measured DRAM roof in GB/s, shown beside the "
+        "datasheet peak (e.g. a device-to-device copy).")] = None,
+) -> None:
+    """Analyze saved reports: launches ranked by GPU time, and the top findings."""
+    from .analysis import analyze as run_analysis
+    from .readers import read_report
+
+    report = read_report(paths)
+    result = run_analysis(report, rules_dirs=rules,
+                          measured_bandwidth=peak_bandwidth * 1e9 if peak_bandwidth else None)
+    include = include_metrics or format is OutputFormat.html
+    text = render(result.to_dict(include_metrics=include), format, top)
+    _warn(report.warnings)
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        write_atomic(output, text)
+        typer.echo(f"wrote {output}", err=True)
+
+
+@app.command()
+def export(
+    path: Annotated[list[Path], typer.Argument(help="Reports or folders to read.")],
+    to: Annotated[ExportFormat, typer.Option("--to", help="Table format.")] = ExportFormat.parquet,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for the tables.")] = Path(
+        "ncu-tables"),
+) -> None:
+    """Write the tidy tables (launches, metrics, ncu_rules, quantities) as Parquet or CSV."""
+    from .analysis import analyze as run_analysis
+    from .readers import read_report
+
+    report = read_report(path)
+    quantities = run_analysis(report).quantities.reset_index(names="launch")
+    tables = {"launches": report.launches, "metrics": report.metrics,
+              "ncu_rules": report.ncu_rules, "quantities": quantities}
+    output.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, frame in tables.items():
+        target = output / f"{name}.{to.value}"
+        tmp = output / f".{name}.{to.value}.tmp"
+        try:
+            if to is ExportFormat.parquet:
+                frame.to_parquet(tmp, index=False)
+            else:
+                frame.to_csv(tmp, index=False)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+        written.append(f"{target} ({len(frame)} rows)")
+    _warn(report.warnings)
+    typer.echo("wrote " + ", ".join(written))
+
+
+@app.command("rules")
+def rules_cmd(
+    rule_id: Annotated[str | None, typer.Argument(help="Show one rule in full.")] = None,
+    rules: Annotated[list[Path] | None, typer.Option(
+        "--rules", help="Folder of extra rule files (repeatable).")] = None,
+    format: Annotated[OutputFormat, typer.Option("--format", "-f")] = OutputFormat.text,
+) -> None:
+    """List the rules with their docs, or show one."""
+    from .derive.quantities import metrics_of
+    from .rules_engine.loader import load_rules
+
+    loaded = load_rules(rules)
+    if rule_id is not None:
+        match = [r for r in loaded if r.id == rule_id]
+        if not match:
+            raise NcuAdviseError(f"no rule {rule_id!r}; `ncu-advise rules` lists them")
+        rule = match[0]
+        if format is OutputFormat.json:
+            typer.echo(json.dumps(rule.model_dump(mode="json", by_alias=True), indent=2))
+            return
+        metrics = sorted({m for q in rule.requires for m in metrics_of(q)})
+        typer.echo(f"{rule.id}  [{rule.category}, confidence {rule.confidence}]")
+        typer.echo(f"  {rule.title}")
+        typer.echo(f"\nWhy:\n  {' '.join(rule.explanation.split())}")
+        typer.echo(f"\nFix:\n  {' '.join(rule.fix.split())}")
+        typer.echo(f"\nNeeds quantities: {', '.join(rule.requires) or '-'}")
+        typer.echo(f"Needs metrics: {', '.join(metrics) or '-'}")
+        if rule.function:
+            typer.echo(f"Implemented by: ncu_advisor.rules_engine.functions.{rule.function}")
+        typer.echo(f"Demo: {rule.demo or '-'}")
+        for ref in rule.references:
+            typer.echo(f"Reference: {ref}")
+        if rule.notes:
+            typer.echo(f"Notes: {' '.join(rule.notes.split())}")
+        return
+    if format is OutputFormat.json:
+        typer.echo(json.dumps([{"id": r.id, "category": r.category, "title": r.title,
+                                "confidence": r.confidence, "demo": r.demo} for r in loaded],
+                              indent=2))
+        return
+    width = max(len(r.id) for r in loaded)
+    for r in sorted(loaded, key=lambda r: (r.category, r.id)):
+        typer.echo(f"{r.id:<{width}}  {r.category:<14} {' '.join(r.explanation.split())[:60]}…")
+
+
+@app.command("demo")
+def demo_cmd(
+    name: Annotated[str | None, typer.Argument(help="Demo name (a checklist id) or 'all'.")] = None,
+    list_: Annotated[bool, typer.Option("--list", help="List the demos (no GPU needed).")] = False,
+    profile: Annotated[bool, typer.Option(
+        "--profile", help="Run the pair under ncu and analyze it.")] = False,
+    format: Annotated[OutputFormat, typer.Option("--format", "-f")] = OutputFormat.text,
+    repeats: Annotated[int, typer.Option(help="Timed runs per variant.")] = 50,
+) -> None:
+    """Teaching labs: list, time or profile the bad/good kernel pairs."""
+    from . import demos
+
+    if list_ or name is None:
+        items = demos.list_demos()
+        if format is OutputFormat.json:
+            typer.echo(json.dumps([d.to_dict() if hasattr(d, "to_dict") else d.__dict__
+                                   for d in items], indent=2, default=str))
+            return
+        for d in items:
+            kernels = ", ".join([*d.bad.kernels, *d.good.kernels]) if hasattr(d, "bad") else ""
+            typer.echo(f"{d.name:<15} {d.title}")
+            typer.echo(f"{'':<15} kernels: {kernels}")
+        return
+    if profile:
+        _profile_demo(name)
+        return
+    names = [d.name for d in demos.list_demos()] if name == "all" else [name]
+    for n in names:
+        demos.get_demo(n)  # unknown names fail before any GPU work
+    rows = [demos.time_demo(n, repeats=repeats) for n in names]
+    if format is OutputFormat.json:
+        typer.echo(json.dumps(rows, indent=2, default=str))
+        return
+    typer.echo(demos.format_table(rows) if hasattr(demos, "format_table") else
+               json.dumps(rows, indent=2, default=str))
+
+
+def _profile_demo(name: str) -> None:
+    from . import demos
+    from .analysis import analyze as run_analysis
+    from .profile import run_profile
+    from .readers import read_report
+    from .render.text import render_text
+
+    demos.get_demo(name)
+    out_dir = Path(tempfile.mkdtemp(prefix=f"ncu-advise-demo-{name}-"))
+    result = run_profile(sys.executable, ["-m", "ncu_advisor.demos", "once", name],
+                         out_dir=out_dir, extra=("--profile-from-start", "off"))
+    _warn(result.warnings)
+    report = read_report(result.rep_path)
+    typer.echo(render_text(run_analysis(report).to_dict()))
+    typer.echo(f"report kept in {out_dir}", err=True)
+
+
+@app.command(
+    "profile",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
+                      "allow_interspersed_args": False},
+)
+def profile_cmd(
+    ctx: typer.Context,
+    program: Annotated[str, typer.Argument(help="The program to profile, then its arguments. "
+                                                "Arguments after a standalone -- go to ncu.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for report.html, "
+                                         "report.json, the .ncu-rep and the CSVs.")] = Path(
+        "ncu-advise-report"),
+    section_set: Annotated[str, typer.Option("--set", help="ncu section set.")] = "full",
+    kernel_name: Annotated[str | None, typer.Option(
+        "--kernel-name", "-k", help="Only kernels matching this name (ncu -k).")] = None,
+    launch_count: Annotated[int | None, typer.Option(
+        "--launch-count", "-c", help="Profile at most this many launches (ncu -c).")] = None,
+    nvtx: Annotated[bool, typer.Option("--nvtx", help="Record NVTX ranges.")] = False,
+    rules: Annotated[list[Path] | None, typer.Option("--rules", help="Extra rule folder.")] = None,
+) -> None:
+    """Profile a program with ncu and write report.html + report.json."""
+    from .analysis import analyze as run_analysis
+    from .profile import run_profile
+    from .readers import read_report
+    from .render.html import render_html
+    from .render.text import render_text
+
+    args = list(ctx.args)
+    extra: list[str] = []
+    if "--" in args:
+        cut = args.index("--")
+        args, extra = args[:cut], args[cut + 1:]
+    output.mkdir(parents=True, exist_ok=True)
+    result = run_profile(program, args, out_dir=output, section_set=section_set,
+                         kernel_name=kernel_name, launch_count=launch_count, nvtx=nvtx,
+                         extra=tuple(extra))
+    report = read_report(result.rep_path)
+    report.warnings[:0] = list(result.warnings)
+    analysis = run_analysis(report, rules_dirs=rules, command=[program, *args])
+    analysis.extra_session.update({
+        "ncu_version": result.ncu_version, "set": section_set,
+        "clock_control": "none", "program_exit_code": result.program_exit_code,
+    })
+    data = analysis.to_dict(include_metrics=True)
+    write_atomic(output / "report.json", json.dumps(data, indent=2, allow_nan=False) + "\n")
+    write_atomic(output / "report.html", render_html(data))
+    typer.echo(render_text(data))
+    _warn(report.warnings)
+    typer.echo(f"wrote {output / 'report.html'} and {output / 'report.json'}", err=True)
+
+
+def _register_optional() -> None:
+    """Commands whose modules are optional pieces (present in a full install)."""
+    try:
+        from .cli_occupancy import occupancy_command
+    except ImportError:
+        return
+    app.command("occupancy")(occupancy_command)
+
+
+_register_optional()
+COMMANDS = {"analyze", "export", "rules", "demo", "profile", "occupancy"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``ncu-advise`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `ncu-advise ./app args` is `ncu-advise profile ./app args`.
+    if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
+        argv = ["profile", *argv]
+    try:
+        # Standalone mode: click prints usage errors itself and exits with status 2.
+        app(args=argv, prog_name="ncu-advise")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except NcuAdviseError as exc:
+        typer.echo(f"ncu-advise: error: {exc}", err=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        typer.echo("ncu-advise: interrupted", err=True)
+        return 130
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+def run() -> None:
+    """Console-script wrapper: exit with :func:`main`'s status."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,357 @@
+"""Named derived quantities: the vocabulary rules are written in.
+
+Each quantity is defined once, with its unit, a label for people, and one or more sources
+tried in order (metric names differ across architectures and ncu versions: on the H200 the
+DRAM percentage is ``gpu__dram_throughput...``, elsewhere ``dram__throughput...``). A source
+is usable for a launch when all its metrics are present; the first usable source wins.
+Formulas follow the Nsight Compute Profiling Guide and the section files of ncu 2025.3.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+Series = pd.Series
+
+
+@dataclass(frozen=True)
+class Source:
+    """One way to compute a quantity from metrics."""
+
+    metrics: tuple[str, ...]
+    fn: Callable[..., Series] | None = None  # None: the single metric itself
+    formula: str = ""
+
+    def compute(self, wide: pd.DataFrame) -> Series:
+        """Evaluate on every launch (NaN where any metric is missing)."""
+        if any(m not in wide.columns for m in self.metrics):
+            return pd.Series(np.nan, index=wide.index)
+        cols = [wide[m].astype("float64") for m in self.metrics]
+        if self.fn is None:
+            return cols[0]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = self.fn(*cols)
+        return out.replace([np.inf, -np.inf], np.nan)
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A derived value per launch, with its unit, label, and alternative sources."""
+
+    name: str
+    unit: str
+    label: str
+    sources: tuple[Source, ...]
+    doc: str = ""
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def primary_metrics(self) -> tuple[str, ...]:
+        """The metrics of the first (preferred) source, named when the quantity is missing."""
+        return self.sources[0].metrics
+
+
+def m(name: str) -> Source:
+    """Source: one metric as is."""
+    return Source((name,), None, name)
+
+
+def f(metrics: tuple[str, ...], fn: Callable[..., Series], formula: str) -> Source:
+    """Source: a formula over several metrics."""
+    return Source(tuple(metrics), fn, formula)
+
+
+def _ratio_pct(a: Series, b: Series) -> Series:
+    # 0 of 0 (no shared-memory traffic at all) is 0%, not unknown.
+    return (100.0 * a / b.where(b > 0)).where(~((a == 0) & (b == 0)), 0.0)
+
+
+def _sum(*cols: Series) -> Series:
+    return sum(cols[1:], cols[0])
+
+
+_FP32 = tuple(f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed"
+              for op in ("fadd", "fmul", "ffma"))
+_FP64 = tuple(f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed"
+              for op in ("dadd", "dmul", "dfma"))
+_FP16 = tuple(f"smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elapsed"
+              for op in ("hadd", "hmul", "hfma"))
+_SMSP_HZ = "smsp__cycles_elapsed.avg.per_second"
+_DUR = "gpu__time_duration.sum"
+_TENSOR = tuple(f"sm__ops_path_tensor_src_{s}.sum" for s in
+                ("fp16", "bf16_dst_fp32", "tf32_dst_fp32", "fp64", "int8"))
+
+
+def _flops(add: Series, mul: Series, fma: Series, hz: Series, dur: Series) -> Series:
+    # ncu's roofline: achieved = (add + mul + 2 * fma) per elapsed cycle x cycles per second;
+    # per-cycle values are per SMSP summed over the GPU.
+    return (add + mul + 2.0 * fma) * hz * dur * 1e-9
+
+
+QUANTITIES: tuple[Quantity, ...] = (
+    # --- time and throughput (SpeedOfLight) ---
+    Quantity("duration_ns", "ns", "GPU time", (m(_DUR),)),
+    Quantity("sm_pct", "%", "compute (SM) throughput",
+             (m("sm__throughput.avg.pct_of_peak_sustained_elapsed"),)),
+    Quantity("mem_pct", "%", "memory throughput",
+             (m("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"),)),
+    Quantity("dram_pct", "%", "DRAM throughput",
+             (m("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
+              m("dram__throughput.avg.pct_of_peak_sustained_elapsed"))),
+    Quantity("l1_pct", "%", "L1/TEX throughput",
+             (m("l1tex__throughput.avg.pct_of_peak_sustained_active"),)),
+    Quantity("l2_pct", "%", "L2 throughput",
+             (m("lts__throughput.avg.pct_of_peak_sustained_elapsed"),)),
+    Quantity("dram_read_bytes", "byte", "DRAM bytes read", (m("dram__bytes_read.sum"),)),
+    Quantity("dram_write_bytes", "byte", "DRAM bytes written", (m("dram__bytes_write.sum"),)),
+    Quantity("dram_bytes", "byte", "DRAM bytes",
+             (f(("dram__bytes_read.sum", "dram__bytes_write.sum"), _sum, "read + write"),
+              m("dram__bytes.sum"),
+              f(("dram__bytes.sum.per_second", _DUR), lambda b, d: b * d * 1e-9,
+                "bytes/s x duration"))),
+    Quantity("dram_bandwidth", "byte/s", "DRAM bandwidth",
+             (m("dram__bytes.sum.per_second"),)),
+    Quantity("l2_bytes", "byte", "L2 bytes (L1 <-> L2)",
+             (f(("lts__t_sectors_srcunit_tex.sum",), lambda s: 32.0 * s, "32 x L2 sectors"),
+              f(("lts__t_sectors.sum",), lambda s: 32.0 * s, "32 x L2 sectors"))),
+    Quantity("l1_bytes", "byte", "L1 bytes (global/local/shared writeback)",
+             (f(("derived__l1tex__lsu_writeback_bytes_mem_lgds.sum.per_second", _DUR),
+                lambda b, d: b * d * 1e-9, "writeback bytes/s x duration"),)),
+    Quantity("l2_cache_bytes", "byte", "L2 cache size", (m("device__attribute_l2_cache_size"),)),
+    Quantity("l1_hit_pct", "%", "L1 hit rate", (m("l1tex__t_sector_hit_rate.pct"),)),
+    Quantity("l2_hit_pct", "%", "L2 hit rate", (m("lts__t_sector_hit_rate.pct"),)),
+    # --- launch and occupancy (LaunchStats, Occupancy) ---
+    Quantity("block_size", "thread", "threads per block", (m("launch__block_size"),)),
+    Quantity("grid_size", "block", "blocks in the grid", (m("launch__grid_size"),)),
+    Quantity("sm_count", "SM", "SMs on the device",
+             (m("device__attribute_multiprocessor_count"), m("launch__sm_count"))),
+    Quantity("waves_per_sm", "", "waves per SM", (m("launch__waves_per_multiprocessor"),)),
+    Quantity("registers_per_thread", "register/thread", "registers per thread",
+             (m("launch__registers_per_thread"),)),
+    Quantity("shared_mem_per_block", "byte/block", "shared memory per block (static + dynamic)",
+             (f(("launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic"),
+                _sum, "static + dynamic"),)),
+    Quantity("theoretical_occupancy_pct", "%", "theoretical occupancy",
+             (m("sm__maximum_warps_per_active_cycle_pct"),)),
+    Quantity("achieved_occupancy_pct", "%", "achieved occupancy",
+             (m("sm__warps_active.avg.pct_of_peak_sustained_active"),)),
+    Quantity("issue_active", "inst/cycle", "issue slots busy per scheduler",
+             (m("smsp__issue_active.avg.per_cycle_active"),)),
+    Quantity("eligible_warps", "warp", "eligible warps per scheduler",
+             (m("smsp__warps_eligible.avg.per_cycle_active"),)),
+    Quantity("stall_long_scoreboard", "cycle", "long-scoreboard stall cycles per issue",
+             (m("smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio"),)),
+    Quantity("stall_lg_throttle", "cycle", "LSU-queue stall cycles per issue",
+             (m("smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio"),)),
+    Quantity("stall_branch_resolving", "cycle", "branch-resolving stall cycles per issue",
+             (m("smsp__average_warps_issue_stalled_branch_resolving_per_issue_active.ratio"),)),
+    Quantity("stall_mio_throttle", "cycle", "MIO-queue stall cycles per issue",
+             (m("smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio"),)),
+    Quantity("stall_short_scoreboard", "cycle", "short-scoreboard stall cycles per issue",
+             (m("smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio"),)),
+    Quantity("stall_math_pipe", "cycle", "math-pipe-throttle stall cycles per issue",
+             (m("smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio"),)),
+    Quantity("cycles_per_issue", "cycle", "cycles between two issues of a warp",
+             (m("smsp__average_warp_latency_per_inst_issued.ratio"),)),
+    # --- memory access pattern (MemoryWorkloadAnalysis_Tables, SourceCounters) ---
+    Quantity("global_ld_bytes_per_sector", "byte/sector", "bytes used per global-load sector",
+             (m("smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio"),),
+             doc="32 means every byte of each 32-byte sector fetched is used."),
+    Quantity("global_st_bytes_per_sector", "byte/sector", "bytes used per global-store sector",
+             (m("smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio"),)),
+    Quantity("l2_excess_sectors_pct", "%", "excess global L2 sectors (uncoalesced)",
+             (f(("derived__memory_l2_theoretical_sectors_global_excessive",
+                 "memory_l2_theoretical_sectors_global"), _ratio_pct,
+                "excessive / total theoretical sectors"),)),
+    Quantity("global_ld_insts", "inst", "global load instructions (warp level)",
+             (m("smsp__sass_inst_executed_op_global_ld.sum"),)),
+    Quantity("global_st_insts", "inst", "global store instructions (warp level)",
+             (m("smsp__sass_inst_executed_op_global_st.sum"),)),
+    Quantity("global_bytes_per_inst", "byte", "L1 bytes requested per global ld/st instruction",
+             (f(("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+                 "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum",
+                 "smsp__sass_inst_executed_op_global_ld.sum",
+                 "smsp__sass_inst_executed_op_global_st.sum"),
+                lambda sl, ss, il, ist: 32.0 * (sl + ss) / (il + ist),
+                "32 x (ld + st sectors) / (ld + st instructions)"),),
+             doc="128 for coalesced 4-byte accesses, 512 for 16-byte vector accesses."),
+    Quantity("lsu_pipe_pct", "%", "LSU pipe utilization",
+             (m("sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active"),)),
+    # --- divergence (WarpStateStats, InstructionStats) ---
+    Quantity("threads_per_inst", "thread", "active threads per warp instruction",
+             (m("smsp__thread_inst_executed_per_inst_executed.ratio"),)),
+    Quantity("threads_per_inst_pred_on", "thread", "predicated-on threads per warp instruction",
+             (m("smsp__thread_inst_executed_pred_on_per_inst_executed.ratio"),)),
+    Quantity("branch_uniform_pct", "%", "branch targets uniform across the warp",
+             (m("smsp__sass_average_branch_targets_threads_uniform.pct"),)),
+    Quantity("divergent_branches", "branches", "divergent branch targets",
+             (m("smsp__sass_branch_targets_threads_divergent.sum"),)),
+    Quantity("instructions", "inst", "warp instructions executed",
+             (m("smsp__inst_executed.sum"), m("inst_executed"))),
+    # --- local memory (spills, local arrays) ---
+    Quantity("local_ld_insts", "inst", "local-memory load instructions",
+             (m("smsp__sass_inst_executed_op_local_ld.sum"),
+              m("sass__inst_executed_local_loads"))),
+    Quantity("local_st_insts", "inst", "local-memory store instructions",
+             (m("smsp__sass_inst_executed_op_local_st.sum"),
+              m("sass__inst_executed_local_stores"))),
+    Quantity("local_insts_pct", "%", "local ld/st share of all instructions",
+             (f(("smsp__sass_inst_executed_op_local_ld.sum",
+                 "smsp__sass_inst_executed_op_local_st.sum", "smsp__inst_executed.sum"),
+                lambda a, b, n: 100.0 * (a + b) / n, "100 x (local ld + st) / instructions"),)),
+    Quantity("spill_requests", "request", "register-spill local requests",
+             (m("sass__inst_executed_register_spilling"), m("derived__local_spilling_requests"))),
+    # --- shared memory (MemoryWorkloadAnalysis_Tables) ---
+    Quantity("shared_ld_conflict_pct", "%", "shared-load wavefronts that are bank conflicts",
+             (f(("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+                 "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum"), _ratio_pct,
+                "conflicts / wavefronts"),)),
+    Quantity("shared_st_conflict_pct", "%", "shared-store wavefronts that are bank conflicts",
+             (f(("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum",
+                 "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum"), _ratio_pct,
+                "conflicts / wavefronts"),)),
+    Quantity("shared_wavefronts_per_inst", "", "shared wavefronts per shared instruction (n-way)",
+             (f(("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+                 "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+                 "smsp__sass_inst_executed_op_shared_ld.sum",
+                 "smsp__sass_inst_executed_op_shared_st.sum"),
+                lambda wl, ws, il, ist: (wl + ws) / (il + ist),
+                "(ld + st wavefronts) / (ld + st instructions)"),)),
+    Quantity("shared_insts", "inst", "shared-memory instructions",
+             (f(("smsp__sass_inst_executed_op_shared_ld.sum",
+                 "smsp__sass_inst_executed_op_shared_st.sum"), _sum, "ld + st"),)),
+    # --- atomics (privatization) ---
+    Quantity("global_atomic_sectors", "sector", "global atomic/reduction sectors sent to L2",
+             (f(("l1tex__m_l1tex2xbar_write_sectors_mem_global_op_atom.sum",
+                 "l1tex__m_l1tex2xbar_write_sectors_mem_global_op_red.sum"), _sum,
+                "atom + red sectors"),)),
+    Quantity("global_red_insts", "inst", "global reduction instructions (RED)",
+             (m("smsp__inst_executed_op_global_red.sum"),)),
+    Quantity("global_atomic_per_kinst", "", "global atomic sectors per 1000 instructions",
+             (f(("l1tex__m_l1tex2xbar_write_sectors_mem_global_op_atom.sum",
+                 "l1tex__m_l1tex2xbar_write_sectors_mem_global_op_red.sum",
+                 "smsp__inst_executed.sum"),
+                lambda a, r, n: 1000.0 * (a + r) / n, "1000 x (atom + red) / instructions"),)),
+    # --- instruction mix, pipes, precision ---
+    Quantity("xu_pipe_pct", "%", "XU (transcendental) pipe utilization",
+             (m("sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active"),)),
+    Quantity("fma_pipe_pct", "%", "FMA pipe utilization",
+             (m("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"),)),
+    Quantity("alu_pipe_pct", "%", "ALU pipe utilization",
+             (m("sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active"),)),
+    Quantity("fp64_pipe_pct", "%", "FP64 pipe utilization",
+             (m("sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active"),)),
+    Quantity("tensor_pipe_pct", "%", "tensor pipe utilization",
+             (m("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"),
+              m("sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active"))),
+    Quantity("flops_fp32", "FLOP", "FP32 operations (FMA = 2)",
+             (f((*_FP32, _SMSP_HZ, _DUR), _flops, "(fadd + fmul + 2 ffma) per cycle x cycles"),)),
+    Quantity("flops_fp64", "FLOP", "FP64 operations (FMA = 2)",
+             (f((*_FP64, _SMSP_HZ, _DUR), _flops, "(dadd + dmul + 2 dfma) per cycle x cycles"),)),
+    Quantity("flops_fp16", "FLOP", "FP16 operations (FMA = 2)",
+             (f((*_FP16, _SMSP_HZ, _DUR), _flops, "(hadd + hmul + 2 hfma) per cycle x cycles"),)),
+    Quantity("flops_tensor", "FLOP", "tensor-core operations",
+             (f(_TENSOR, _sum, "sum of sm__ops_path_tensor_src_*"),)),
+)
+
+BY_NAME: dict[str, Quantity] = {q.name: q for q in QUANTITIES}
+
+
+def compute_quantities(wide: pd.DataFrame) -> pd.DataFrame:
+    """Evaluate every quantity on every launch; columns are quantity names."""
+    out = {}
+    for q in QUANTITIES:
+        value = pd.Series(np.nan, index=wide.index)
+        for source in q.sources:
+            value = value.fillna(source.compute(wide))
+        out[q.name] = value
+    frame = pd.DataFrame(out, index=wide.index)
+    # Derived-of-derived values, defined here so each formula stays in one place.
+    frame["flops_total"] = frame[["flops_fp32", "flops_fp64", "flops_fp16", "flops_tensor"]].sum(
+        axis=1, min_count=1)
+    frame["arith_intensity_dram"] = frame["flops_total"] / frame["dram_bytes"].where(
+        frame["dram_bytes"] > 0)
+    frame["shared_conflict_pct"] = frame[["shared_ld_conflict_pct", "shared_st_conflict_pct"]].max(
+        axis=1)
+    frame["occupancy_gap_pct"] = (frame["theoretical_occupancy_pct"]
+                                  - frame["achieved_occupancy_pct"])
+    frame["dram_read_write_ratio"] = frame["dram_read_bytes"] / frame["dram_write_bytes"].where(
+        frame["dram_write_bytes"] > 0)
+    frame["l2_to_dram_ratio"] = frame["l2_bytes"] / frame["dram_bytes"].where(
+        frame["dram_bytes"] > 0)
+    frame["max_throughput_pct"] = frame[["sm_pct", "mem_pct"]].max(axis=1)
+    frame["l1_to_dram_ratio"] = frame["l1_bytes"] / frame["dram_bytes"].where(
+        frame["dram_bytes"] > 0)
+    frame["fp64_flop_share_pct"] = 100.0 * frame["flops_fp64"] / frame["flops_total"].where(
+        frame["flops_total"] > 0)
+    frame["wave_fill_pct"] = (100.0 * frame["waves_per_sm"]).clip(upper=100.0)
+    frame["sm_fill_pct"] = (100.0 * frame["grid_size"] / frame["sm_count"]).clip(upper=100.0)
+    # A partial last wave: with w waves, ceil(w) rounds run, the last one frac(w) full.
+    waves = frame["waves_per_sm"]
+    frac = waves - np.floor(waves)
+    tail = (1.0 - frac) / np.ceil(waves) * 100.0
+    frame["wave_tail_waste_pct"] = tail.where((waves >= 1.0) & (frac > 1e-6), 0.0).where(
+        waves.notna())
+    lanes = np.ceil(frame["block_size"] / 32.0) * 32.0
+    frame["block_lane_waste_pct"] = 100.0 * (lanes - frame["block_size"]) / lanes
+    frame["dram_write_over_l2"] = frame["dram_write_bytes"] / frame["l2_cache_bytes"]
+    frame["time_share_pct"] = np.nan  # filled by the analysis, which knows all launches
+    return frame
+
+
+DERIVED_INFO: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    # name: (unit, label, quantities it needs)
+    "flops_total": ("FLOP", "floating-point operations, all precisions",
+                    ("flops_fp32", "flops_fp64", "flops_fp16")),
+    "arith_intensity_dram": ("FLOP/byte", "arithmetic intensity (DRAM)",
+                             ("flops_fp32", "dram_bytes")),
+    "shared_conflict_pct": ("%", "shared wavefronts that are bank conflicts",
+                            ("shared_ld_conflict_pct",)),
+    "occupancy_gap_pct": ("%", "theoretical minus achieved occupancy",
+                          ("theoretical_occupancy_pct", "achieved_occupancy_pct")),
+    "dram_read_write_ratio": ("", "DRAM bytes read per byte written",
+                              ("dram_read_bytes", "dram_write_bytes")),
+    "l2_to_dram_ratio": ("", "L2 bytes per DRAM byte", ("l2_bytes", "dram_bytes")),
+    "max_throughput_pct": ("%", "max of compute and memory throughput", ("sm_pct", "mem_pct")),
+    "l1_to_dram_ratio": ("", "L1 bytes per DRAM byte", ("l1_bytes", "dram_bytes")),
+    "fp64_flop_share_pct": ("%", "FP64 share of floating-point work",
+                            ("flops_fp64", "flops_fp32")),
+    "wave_fill_pct": ("%", "how much of one full wave the grid fills", ("waves_per_sm",)),
+    "sm_fill_pct": ("%", "SMs given at least one block", ("grid_size", "sm_count")),
+    "wave_tail_waste_pct": ("%", "time lost to the partial last wave (estimate)",
+                            ("waves_per_sm",)),
+    "block_lane_waste_pct": ("%", "idle lanes in the last warp of each block", ("block_size",)),
+    "dram_write_over_l2": ("", "DRAM bytes written per byte of L2 cache",
+                           ("dram_write_bytes", "l2_cache_bytes")),
+    "time_share_pct": ("%", "share of the application's GPU time", ("duration_ns",)),
+}
+
+
+def unit_of(name: str) -> str:
+    """Return the unit of a quantity."""
+    if name in BY_NAME:
+        return BY_NAME[name].unit
+    return DERIVED_INFO[name][0]
+
+
+def label_of(name: str) -> str:
+    """Return the human label of a quantity."""
+    if name in BY_NAME:
+        return BY_NAME[name].label
+    return DERIVED_INFO[name][1]
+
+
+def metrics_of(name: str) -> tuple[str, ...]:
+    """Return the ncu metrics a quantity needs (its preferred source), recursively."""
+    if name in BY_NAME:
+        return BY_NAME[name].primary_metrics
+    return tuple(mm for dep in DERIVED_INFO[name][2] for mm in metrics_of(dep))
+
+
+def known(name: str) -> bool:
+    """Return whether a name is a defined quantity."""
+    return name in BY_NAME or name in DERIVED_INFO

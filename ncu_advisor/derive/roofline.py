@@ -1,0 +1,191 @@
+"""Roofline position of every launch: FLOPs by precision, bytes per memory level, peaks, bound.
+
+Formulas follow ncu's SpeedOfLight_RooflineChart and hierarchical roofline sections:
+peak FP32 FLOP/s = ``sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained`` x 2 x
+``sm__cycles_elapsed.avg.per_second``; peak DRAM byte/s = ``dram__bytes.sum.peak_sustained`` x
+``dram__cycles_elapsed.avg.per_second``; L2 and L1 ceilings from the ``derived__lts__lts2xbar``
+and ``derived__l1tex__lsu_writeback`` helpers. When a report lacks these (basic set, details
+page only), peaks come from :data:`KNOWN_GPUS`, a table of vendor datasheet numbers.
+
+Classification (documented in the README): a kernel whose compute (SM) and memory throughput
+are both below 60% of peak is ``latency``-bound (ncu's own threshold for a latency issue);
+otherwise it is ``memory``-bound when memory throughput is the higher of the two, else
+``compute``-bound. Arithmetic intensity against the ridge point places it on the chart.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+
+LATENCY_THRESHOLD_PCT = 60.0
+
+# Vendor datasheet peaks (dense, no sparsity): FP32/FP64/FP16 non-tensor FLOP/s, tensor
+# FP16 FLOP/s, DRAM byte/s. Used only when the report holds no peak metrics.
+KNOWN_GPUS: dict[str, dict[str, float]] = {
+    "NVIDIA H200": {"fp32": 67e12, "fp64": 34e12, "fp16": 134e12, "tensor": 989e12,
+                    "dram": 4.8e12},
+    "NVIDIA H100 80GB HBM3": {"fp32": 67e12, "fp64": 34e12, "fp16": 134e12, "tensor": 989e12,
+                              "dram": 3.35e12},
+    "NVIDIA H100 PCIe": {"fp32": 51e12, "fp64": 26e12, "fp16": 102e12, "tensor": 756e12,
+                         "dram": 2.0e12},
+    "NVIDIA A100-SXM4-80GB": {"fp32": 19.5e12, "fp64": 9.7e12, "fp16": 78e12, "tensor": 312e12,
+                              "dram": 2.04e12},
+    "NVIDIA A100-SXM4-40GB": {"fp32": 19.5e12, "fp64": 9.7e12, "fp16": 78e12, "tensor": 312e12,
+                              "dram": 1.56e12},
+    "NVIDIA L4": {"fp32": 30.3e12, "fp64": 0.47e12, "fp16": 30.3e12, "tensor": 121e12,
+                  "dram": 0.3e12},
+    "NVIDIA GeForce RTX 4090": {"fp32": 82.6e12, "fp64": 1.29e12, "fp16": 82.6e12,
+                                "tensor": 165e12, "dram": 1.01e12},
+    "Tesla T4": {"fp32": 8.1e12, "fp64": 0.25e12, "fp16": 16.2e12, "tensor": 65e12,
+                 "dram": 0.32e12},
+    "Tesla V100-SXM2-32GB": {"fp32": 15.7e12, "fp64": 7.8e12, "fp16": 31.4e12, "tensor": 125e12,
+                             "dram": 0.9e12},
+}
+
+_SM_HZ = "sm__cycles_elapsed.avg.per_second"
+_PEAK_METRICS = {
+    "fp32": (("sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained", _SM_HZ), 2.0),
+    "fp64": (("sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained", _SM_HZ), 2.0),
+    # ncu's half-precision chart scales the HFMA peak by 4 (a half2 FMA is 2 x 2 operations).
+    "fp16": (("sm__sass_thread_inst_executed_op_hfma_pred_on.sum.peak_sustained", _SM_HZ), 4.0),
+    "tensor": (("sm__ops_path_tensor_src_fp16.sum.peak_sustained", _SM_HZ), 1.0),
+}
+_LEVELS = {
+    "dram": ("dram_bytes", ("dram__bytes.sum.peak_sustained",
+                            "dram__cycles_elapsed.avg.per_second")),
+    "l2": ("l2_bytes", ("derived__lts__lts2xbar_bytes.sum.peak_sustained",
+                        "lts__cycles_elapsed.avg.per_second")),
+    "l1": ("l1_bytes", ("derived__l1tex__lsu_writeback_bytes_mem_lgds.sum.peak_sustained",
+                        "l1tex__cycles_elapsed.avg.per_second")),
+}
+
+
+@dataclass
+class Roofline:
+    """Roofline facts of one launch (JSON field ``roofline``)."""
+
+    bound: str | None
+    arithmetic_intensity: float | None
+    pct_of_roof: float | None
+    precision: str | None
+    achieved_flops: float | None
+    peak_flops: float | None
+    achieved_bandwidth: float | None
+    peak_bandwidth: float | None
+    ridge_point: float | None
+    peak_source: str | None
+    flops: dict[str, float | None] = field(default_factory=dict)
+    peaks: dict[str, float | None] = field(default_factory=dict)
+    levels: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    measured_bandwidth: float | None = None
+    evidence: str = ""
+    missing: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """Return the JSON form, NaN as null."""
+        return _clean(asdict(self))
+
+
+def _clean(obj):
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_clean(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, np.floating):
+        return _clean(float(obj))
+    return obj
+
+
+def _get(row: pd.Series, name: str) -> float:
+    value = row.get(name, np.nan)
+    return float(value) if value is not None else np.nan
+
+
+def _fmt(value: float, unit: str) -> str:
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K")):
+        if abs(value) >= factor:
+            return f"{value / factor:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def roofline_for(wide_row: pd.Series, q: pd.Series, gpu: str | None,
+                 measured_bandwidth: float | None = None) -> Roofline:
+    """Compute the roofline facts of one launch from its metrics and quantities."""
+    duration_s = _get(q, "duration_ns") * 1e-9
+    flops = {p: _get(q, f"flops_{p}") for p in ("fp32", "fp64", "fp16", "tensor")}
+    peaks: dict[str, float] = {}
+    source = "report"
+    for precision, ((peak_metric, hz_metric), scale) in _PEAK_METRICS.items():
+        peaks[precision] = _get(wide_row, peak_metric) * _get(wide_row, hz_metric) * scale
+    levels = {}
+    for level, (bytes_q, (peak_metric, hz_metric)) in _LEVELS.items():
+        nbytes = _get(q, bytes_q)
+        peak_bw = _get(wide_row, peak_metric) * _get(wide_row, hz_metric)
+        levels[level] = {"bytes": nbytes,
+                         "bandwidth": nbytes / duration_s if duration_s > 0 else np.nan,
+                         "peak_bandwidth": peak_bw, "intensity": np.nan}
+    table = KNOWN_GPUS.get(gpu or "")
+    if table and all(np.isnan(v) for v in peaks.values()):
+        peaks = {k: table[k] for k in ("fp32", "fp64", "fp16", "tensor")}
+        levels["dram"]["peak_bandwidth"] = table["dram"]
+        source = f"datasheet table ({gpu})"
+    elif table and np.isnan(levels["dram"]["peak_bandwidth"]):
+        levels["dram"]["peak_bandwidth"] = table["dram"]
+    total_flops = np.nansum([v for v in flops.values()]) if any(
+        not np.isnan(v) for v in flops.values()) else np.nan
+    for level in levels.values():
+        level["intensity"] = (total_flops / level["bytes"]
+                              if level["bytes"] and level["bytes"] > 0 else np.nan)
+    # The precision that did the most work sets the compute roof (FP32 when none did any).
+    done = {p: v for p, v in flops.items() if not np.isnan(v) and v > 0}
+    precision = max(done, key=done.get) if done else ("fp32" if not np.isnan(flops["fp32"])
+                                                       else None)
+    peak_flops = peaks.get(precision, np.nan) if precision else np.nan
+    achieved_flops = total_flops / duration_s if duration_s > 0 else np.nan
+    dram = levels["dram"]
+    ai = dram["intensity"]
+    ridge = (peak_flops / dram["peak_bandwidth"]
+             if dram["peak_bandwidth"] and dram["peak_bandwidth"] > 0 else np.nan)
+    sm_pct, mem_pct = _get(q, "sm_pct"), _get(q, "mem_pct")
+    bound, pct, evidence = None, np.nan, ""
+    if not (np.isnan(sm_pct) or np.isnan(mem_pct)):
+        top = max(sm_pct, mem_pct)
+        if top < LATENCY_THRESHOLD_PCT:
+            bound, pct = "latency", top
+            evidence = (f"compute {sm_pct:.0f}% and memory {mem_pct:.0f}% of peak: both below "
+                        f"{LATENCY_THRESHOLD_PCT:.0f}%, so neither roof limits it")
+        elif mem_pct >= sm_pct:
+            bound, pct = "memory", mem_pct
+            evidence = f"memory throughput {mem_pct:.0f}% of peak (compute {sm_pct:.0f}%)"
+        else:
+            bound, pct = "compute", sm_pct
+            evidence = f"compute throughput {sm_pct:.0f}% of peak (memory {mem_pct:.0f}%)"
+    elif not (np.isnan(ai) or np.isnan(ridge)):
+        mem_roof = dram["bandwidth"] / dram["peak_bandwidth"] * 100
+        cmp_roof = achieved_flops / peak_flops * 100 if peak_flops else np.nan
+        bound = "memory" if ai < ridge else "compute"
+        pct = mem_roof if bound == "memory" else cmp_roof
+        if pct < LATENCY_THRESHOLD_PCT:
+            bound = "latency"
+        evidence = f"intensity {ai:.3g} FLOP/byte vs ridge {ridge:.3g}"
+    if evidence and not np.isnan(ai):
+        evidence += f"; intensity {ai:.3g} FLOP/byte"
+        if not np.isnan(ridge):
+            evidence += f" (ridge {ridge:.3g})"
+    if not np.isnan(dram["bandwidth"]):
+        evidence += f"; DRAM {_fmt(dram['bandwidth'], 'B/s')}"
+    missing = [name for name, value in (("flops", total_flops), ("dram_bytes", dram["bytes"]),
+                                        ("peaks", peak_flops)) if np.isnan(value)]
+    return Roofline(
+        bound=bound, arithmetic_intensity=ai, pct_of_roof=pct, precision=precision,
+        achieved_flops=achieved_flops, peak_flops=peak_flops,
+        achieved_bandwidth=dram["bandwidth"], peak_bandwidth=dram["peak_bandwidth"],
+        ridge_point=ridge, peak_source=source, flops=flops, peaks=peaks, levels=levels,
+        measured_bandwidth=measured_bandwidth, evidence=evidence.strip("; "), missing=missing,
+    )

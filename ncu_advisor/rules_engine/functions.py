@@ -1,0 +1,148 @@
+"""Rules that need more than a condition over one launch: they look across launches.
+
+Each function takes ``(rule, quantities, launches)`` and returns ``(findings, not_evaluated)``.
+The rule file still holds the id, category, texts and severity; the function finds the cases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+
+from ..derive.quantities import metrics_of
+from .engine import Finding, NotEvaluated, collect_with, evidence_of, render_text
+from .schema import Rule
+
+RuleFunction = Callable[[Rule, pd.DataFrame, pd.DataFrame], tuple[list[Finding], list[NotEvaluated]]]
+
+
+def _missing(rule: Rule, quantities: pd.DataFrame) -> NotEvaluated | None:
+    absent = [q for q in rule.requires if quantities.get(q, pd.Series(dtype=float)).isna().all()]
+    if not absent:
+        return None
+    metrics = list(dict.fromkeys(m for q in absent for m in metrics_of(q)))
+    return NotEvaluated(rule.id, rule.category, metrics, collect_with(metrics))
+
+
+def _severity(rule: Rule, row: dict) -> str:
+    """The first severity step that holds for ``row`` (for a chain: its first kernel)."""
+    from .engine import _evaluate
+
+    return next(s.level for s in rule.severity if s.when is None or _evaluate(s.when, row))
+
+
+def _reads_previous_output(cur: pd.Series, prev: pd.Series) -> bool:
+    """Whether a launch reads about as many bytes as the previous one wrote (0.5x to 3x).
+
+    Metrics cannot prove a data dependency; comparable traffic on one stream is the signal.
+    """
+    written = prev["dram_write_bytes"]
+    return bool(written > 0 and 0.5 * written <= cur["dram_read_bytes"] <= 3.0 * written)
+
+
+def fusion_chain(rule: Rule, quantities: pd.DataFrame,
+                 launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
+    """Find runs of consecutive memory-bound launches where each reads what the last wrote.
+
+    Two launches chain when they run back to back in one process and stream, both are
+    memory-bound with low arithmetic intensity, and the second reads at least half as many
+    DRAM bytes as the first wrote. Fusing a chain keeps the intermediates on chip: the ideal
+    traffic is the first launch's reads plus the last one's writes.
+    """
+    skipped = _missing(rule, quantities)
+    if skipped:
+        return [], [skipped]
+    q = quantities.reindex(launches["launch"])
+    low_intensity = q["arith_intensity_dram"].fillna(0.0) < 2.0
+    memory_bound = (q["mem_pct"] >= q["sm_pct"]) & low_intensity & (q["mem_pct"] >= 30.0)
+    order = launches.sort_values(["source", "launch"])
+    chains: list[list[int]] = []
+    current: list[int] = []
+    prev = None
+    for _, row in order.iterrows():
+        launch = int(row["launch"])
+        linked = (
+            prev is not None and bool(memory_bound.get(launch, False))
+            and prev["source"] == row["source"] and prev["stream"] == row["stream"]
+            and prev["process_id"] == row["process_id"]
+            and _reads_previous_output(q.loc[launch], q.loc[int(prev["launch"])])
+        )
+        if linked and current:
+            current.append(launch)
+        else:
+            if len(current) >= 2:
+                chains.append(current)
+            current = [launch] if bool(memory_bound.get(launch, False)) else []
+        prev = row
+    if len(current) >= 2:
+        chains.append(current)
+
+    findings = []
+    for chain in chains:
+        sub = q.loc[chain]
+        total = float((sub["dram_read_bytes"] + sub["dram_write_bytes"]).sum())
+        ideal = float(sub["dram_read_bytes"].iloc[0] + sub["dram_write_bytes"].iloc[-1])
+        duration = float(launches.set_index("launch").loc[chain, "duration_ns"].sum())
+        pct = max(0.0, 1.0 - ideal / total) * 100.0 if total > 0 else None
+        values = {"chain_length": float(len(chain)), "saving_pct": pct or 0.0,
+                  "traffic_ratio": total / ideal if ideal else np.nan}
+        names = launches.set_index("launch").loc[chain, "short_name"].tolist()
+        severity = _severity(rule, sub.iloc[0].to_dict())
+        findings.append(Finding(
+            rule=rule.id, category=rule.category, severity=severity,
+            confidence=rule.confidence,
+            title=render_text(rule.title, values) + ": " + " -> ".join(names),
+            evidence={"dram_bytes_chain": {"value": total, "unit": "byte",
+                                           "label": "DRAM bytes moved by the chain"},
+                      "dram_bytes_fused": {"value": ideal, "unit": "byte",
+                                           "label": "DRAM bytes if fused (first reads + last "
+                                                    "writes)"},
+                      **evidence_of(rule.evidence, sub.iloc[0].to_dict())},
+            advice=render_text(rule.fix.strip(), values),
+            explanation=render_text(rule.explanation.strip(), values),
+            estimated_speedup_pct=pct,
+            estimated_saving_ns=pct / 100.0 * duration if pct is not None else None,
+            demo=rule.demo, references=list(rule.references), launch=None,
+            kernel_ids=[int(launches.set_index("launch").at[c, "id"]) for c in chain],
+        ))
+    return findings, []
+
+
+def hot_spots(rule: Rule, quantities: pd.DataFrame,
+              launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
+    """Name the kernels (grouped by name) that take at least 20% of the GPU time."""
+    time = launches["duration_ns"] * launches["invocations"]
+    total = float(np.nansum(time))
+    if not total or launches["short_name"].nunique() < 2:
+        return [], []
+    by_name = launches.assign(time=time).groupby("short_name", sort=False).agg(
+        time=("time", "sum"), ids=("id", list), count=("launch", "size"))
+    findings = []
+    for name, row in by_name.sort_values("time", ascending=False).iterrows():
+        share = 100.0 * row["time"] / total
+        if share < 20.0:
+            break
+        values = {"time_share_pct": share, "launch_count": float(row["count"])}
+        severity = "info"
+        findings.append(Finding(
+            rule=rule.id, category=rule.category, severity=severity, confidence=rule.confidence,
+            title=f"{name}: " + render_text(rule.title, values),
+            evidence={"time_share_pct": {"value": share, "unit": "%",
+                                         "label": "share of total GPU time"},
+                      "launches": {"value": float(row["count"]), "unit": "",
+                                   "label": "launches of this kernel"}},
+            advice=render_text(rule.fix.strip(), values),
+            explanation=render_text(rule.explanation.strip(), values),
+            estimated_speedup_pct=None, estimated_saving_ns=None, demo=rule.demo,
+            references=list(rule.references), launch=None,
+            kernel_ids=[int(i) for i in row["ids"]],
+        ))
+    return findings, []
+
+
+FUNCTIONS: dict[str, RuleFunction] = {
+    "fusion_chain": fusion_chain,
+    "hot_spots": hot_spots,
+}
