@@ -104,6 +104,7 @@ def _kernel_points(kernels: Iterable[Mapping[str, Any]]) -> tuple[list[RooflineP
     Returns:
         The plottable points and how many kernels had roofline data but no floating-point
         work (zero FLOP/s or zero intensity cannot be drawn on a log scale).
+
     """
     points: list[RooflinePoint] = []
     unplottable = 0
@@ -129,7 +130,9 @@ def _kernel_points(kernels: Iterable[Mapping[str, Any]]) -> tuple[list[RooflineP
     return points, unplottable
 
 
-def _device_roofs(kernels: Iterable[Mapping[str, Any]]) -> tuple[dict[str, float], dict[str, float]]:
+def _device_roofs(
+    kernels: Iterable[Mapping[str, Any]],
+) -> tuple[dict[str, float], dict[str, float]]:
     """Return the compute peaks (precision -> FLOP/s) and memory peaks (level -> byte/s).
 
     The device's peaks are the same for every kernel of one GPU; the largest value seen wins, so a
@@ -201,6 +204,7 @@ def roofline_svg(result: Mapping[str, Any]) -> str | None:
 
     Returns:
         An ``<svg>`` element without XML prolog, or None when no kernel has roofline data.
+
     """
     kernels = [k for k in (result.get("kernels") or []) if isinstance(k, Mapping)]
     if not any(isinstance(k.get("roofline"), Mapping) for k in kernels):
@@ -224,7 +228,7 @@ def roofline_svg(result: Mapping[str, Any]) -> str | None:
         fig = Figure(figsize=(7.6, 4.3))
         FigureCanvasSVG(fig)
         # Fixed margins (not constrained layout) so the roof labels' angle can be computed.
-        fig.subplots_adjust(left=0.15, right=0.98, bottom=0.11, top=0.97)
+        fig.subplots_adjust(left=0.15, right=0.96, bottom=0.11, top=0.97)
         ax = fig.add_subplot()
         ax.set_xscale("log")
         ax.set_yscale("log")
@@ -245,15 +249,16 @@ def roofline_svg(result: Mapping[str, Any]) -> str | None:
 
         # Memory roofs: a diagonal up to the highest compute peak (or the plot top).
         ceiling = max(compute.values()) if compute else y_hi
-        for level, label in LEVELS.items():
+        for stagger, (level, label) in enumerate(reversed(LEVELS.items())):
             bw = memory.get(level)
             if bw is None:
                 continue
             x_end = min(ceiling / bw, x_hi)
             ax.plot([x_lo, x_end], [bw * x_lo, bw * x_end], _ROOF_STYLE[level],
                     color="#5f6368", linewidth=1.1)
-            # Label each memory roof near the left edge, where it is inside the plot.
-            x_text = max(x_lo * 1.5, y_lo * 4 / bw)
+            # Label each memory roof near the left edge, where it is inside the plot; the
+            # labels of neighbouring roofs are staggered so they do not overlap.
+            x_text = max(x_lo * 1.5, y_lo * 4 / bw) * 3.5 ** stagger
             ax.annotate(f"{label} {_si(bw, 'B/s')}", (x_text, bw * x_text), fontsize=7.5,
                         color="#5f6368", rotation_mode="anchor", xytext=(2, 4),
                         textcoords="offset points", rotation=_diagonal_angle(ax),

@@ -407,6 +407,7 @@ class MetricRow:
     """One raw metric for the appendix."""
 
     metric: str
+    section: str | None
     label: str | None
     unit: str | None
     value: Any
@@ -436,6 +437,7 @@ class KernelSection:
     not_evaluated: list[NotEvaluatedRow]
     ncu_rules: list[NcuRuleRow]
     metrics: list[MetricRow] | None
+    metrics_labelled: bool
     top_severity: str | None
 
 
@@ -448,6 +450,7 @@ class Page:
     roofline_svg: Markup | None
     roofline_unplotted: int
     findings: list[FindingRow]
+    app_not_evaluated: list[NotEvaluatedRow]
     kernels: list[KernelSection]
     severities: list[str]
     bound_colors: dict[str, str] = field(default_factory=lambda: dict(BOUND_COLORS))
@@ -594,7 +597,7 @@ def _summary(result: Mapping[str, Any], kernels: list[Mapping[str, Any]],
     shown = [b.share for b in top if b.share is not None]
     other = max(0.0, 1.0 - sum(shown)) if shown else None
     # The bound mix: kernel counts from the summary (or the kernels), GPU time from the kernels.
-    counts = {b: 0 for b in BOUNDS}
+    counts = dict.fromkeys(BOUNDS, 0)
     shares: dict[str, float] = dict.fromkeys(BOUNDS, 0.0)
     for kernel in kernels:
         bound = _bound(kernel)
@@ -764,6 +767,15 @@ def _occupancy(value: Any) -> OccupancyView | None:
     )
 
 
+def _not_evaluated(value: Any) -> list[NotEvaluatedRow]:
+    """Turn a contract ``not_evaluated`` list into rows."""
+    return [NotEvaluatedRow(rule=_text(_map(n).get("rule")) or "?",
+                            category=_text(_map(n).get("category")),
+                            missing=[str(m) for m in _list(_map(n).get("missing"))],
+                            collect_with=_text(_map(n).get("collect_with")))
+            for n in _list(value)]
+
+
 def _kernel(index: int, kernel: Mapping[str, Any]) -> KernelSection:
     name = _text(kernel.get("name")) or _text(kernel.get("short_name")) or f"kernel {index}"
     facts = []
@@ -781,12 +793,7 @@ def _kernel(index: int, kernel: Mapping[str, Any]) -> KernelSection:
             quantities.append(Quantity(str(key), str(key), item, None))
     findings = [_finding(_map(f), rank, [])
                 for rank, f in enumerate(_list(kernel.get("findings")), start=1)]
-    not_evaluated = [
-        NotEvaluatedRow(rule=_text(_map(n).get("rule")) or "?",
-                        category=_text(_map(n).get("category")),
-                        missing=[str(m) for m in _list(_map(n).get("missing"))],
-                        collect_with=_text(_map(n).get("collect_with")))
-        for n in _list(kernel.get("not_evaluated"))]
+    not_evaluated = _not_evaluated(kernel.get("not_evaluated"))
     ncu_rules = [
         NcuRuleRow(rule=_text(_map(r).get("rule")) or "?", section=_text(_map(r).get("section")),
                    type=_text(_map(r).get("type")), title=_text(_map(r).get("title")),
@@ -799,6 +806,7 @@ def _kernel(index: int, kernel: Mapping[str, Any]) -> KernelSection:
     metrics = None
     if isinstance(kernel.get("metrics"), list):
         metrics = [MetricRow(metric=_text(_map(m).get("metric")) or "?",
+                             section=_text(_map(m).get("section")),
                              label=_text(_map(m).get("label")),
                              unit=_text(_map(m).get("unit")),
                              value=_map(m).get("value") if _number(_map(m).get("value")) is not None
@@ -825,6 +833,7 @@ def _kernel(index: int, kernel: Mapping[str, Any]) -> KernelSection:
         not_evaluated=not_evaluated,
         ncu_rules=ncu_rules,
         metrics=metrics,
+        metrics_labelled=any(m.label or m.section for m in metrics or []),
         top_severity=min(findings, key=lambda f: f.severity_order).severity if findings else None,
     )
 
@@ -837,6 +846,7 @@ def build_page(result: Mapping[str, Any]) -> Page:
 
     Returns:
         The :class:`Page` the templates render.
+
     """
     kernels = [_map(k) for k in _list(result.get("kernels"))]
     anchors = _Anchors(kernels)
@@ -852,6 +862,7 @@ def build_page(result: Mapping[str, Any]) -> Page:
         roofline_svg=Markup(svg) if svg else None,
         roofline_unplotted=len(roofed) - plotted if svg else 0,
         findings=_app_findings(result, kernels, anchors),
+        app_not_evaluated=_not_evaluated(_map(result.get("summary")).get("application_not_evaluated")),
         kernels=[_kernel(i, k) for i, k in enumerate(kernels)],
         severities=list(SEVERITIES),
     )
@@ -875,6 +886,7 @@ def render_html(result: Mapping[str, Any]) -> str:
 
     Returns:
         The HTML page as a string; it loads nothing from the network.
+
     """
     page = build_page(result)
     return environment().get_template("report.html.j2").render(page=page)

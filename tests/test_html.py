@@ -1,0 +1,316 @@
+"""The HTML report and the roofline chart, rendered from a real capture's analysis."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import pytest
+from markupsafe import escape
+
+from ncu_advisor.analysis import analyze
+from ncu_advisor.readers import read_report
+from ncu_advisor.render import charts
+from ncu_advisor.render.html import (
+    FILTERS,
+    NOT_MEASURED,
+    build_page,
+    fmt_bandwidth,
+    fmt_bytes,
+    fmt_duration,
+    fmt_flops,
+    fmt_pct,
+    fmt_qty,
+    fmt_share,
+    render_html,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+FORMS = ROOT / "sample_reports" / "forms" / "forms_app.ncu-rep"
+TEMPLATES = ROOT / "ncu_advisor" / "render" / "templates"
+NASTY = 'void f<a&b, "q">(int, char *)'
+FIXED_TIME = "2026-11-29T19:40:00+00:00"
+
+
+@pytest.fixture(scope="module")
+def forms_result() -> dict:
+    """The JSON contract of the real forms_app capture (9 launches, template names)."""
+    result = analyze(read_report(FORMS)).to_dict()
+    result["generated_at"] = FIXED_TIME
+    return result
+
+
+@pytest.fixture(scope="module")
+def forms_html(forms_result: dict) -> str:
+    return render_html(forms_result)
+
+
+def _section(html: str, anchor: str) -> str:
+    """The text of one top-level section of the page (from its id to the next section)."""
+    start = html.index(f'<section id="{anchor}">')
+    end = html.find("<section id=", start + 1)
+    return html[start:end if end > 0 else len(html)]
+
+
+def _with_nasty_kernel(result: dict) -> dict:
+    """Add a kernel whose name holds every character HTML cares about, with a finding."""
+    result = copy.deepcopy(result)
+    nasty = copy.deepcopy(result["kernels"][1])
+    nasty.update(id=99, launch=99, name=NASTY, short_name='f<a&b, "q">',
+                 nvtx="range <b>&'x'")
+    nasty["findings"][0]["advice"] = "Use <b>bold</b> & \"quotes\" <script>alert(1)</script>"
+    result["kernels"].append(nasty)
+    finding = copy.deepcopy(result["findings"][0])
+    finding.update(kernel='f<a&b, "q">', kernel_ids=[99], title="Title with <i>markup</i> & co")
+    result["findings"].insert(0, finding)
+    return result
+
+
+# --- the real capture -------------------------------------------------------------------------
+
+
+def test_every_kernel_name_appears_escaped(forms_result: dict, forms_html: str) -> None:
+    for kernel in forms_result["kernels"]:
+        assert str(escape(kernel["name"])) in forms_html
+        assert f">{escape(kernel['short_name'])}<" in forms_html
+
+
+def test_template_kernel_names_never_appear_raw(forms_result: dict, forms_html: str) -> None:
+    names = [k["name"] for k in forms_result["kernels"] if "<" in k["name"]]
+    assert names, "the capture has template kernels (scale_vec<float, 4>, apply_pair<...>)"
+    for name in names:
+        assert name not in forms_html
+        assert "&lt;" in str(escape(name))
+
+
+def test_synthetic_kernel_name_is_escaped_everywhere(forms_result: dict) -> None:
+    html = render_html(_with_nasty_kernel(forms_result))
+    assert "void f&lt;a&amp;b, &#34;q&#34;&gt;(int, char *)" in html
+    assert "f&lt;a&amp;b, &#34;q&#34;&gt;" in html
+    assert NASTY not in html
+    assert 'f<a&b, "q">' not in html
+    # Text from findings and the session is escaped too.
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "Title with &lt;i&gt;markup&lt;/i&gt; &amp; co" in html
+    assert "range &lt;b&gt;&amp;&#39;x&#39;" in html
+    # Our own scripts: the inline one, and none other.
+    assert html.count("<script") == 1
+
+
+def test_findings_render_in_rank_order(forms_result: dict, forms_html: str) -> None:
+    table = _section(forms_html, "findings")
+    titles = re.findall(r'<div class="f-title">(.*?)</div>', table)
+    assert titles == [str(escape(f["title"])) for f in forms_result["findings"]]
+    ranks = [int(r) for r in re.findall(r'class="num r rank" data-sort="(\d+)"', table)]
+    assert ranks == list(range(1, len(forms_result["findings"]) + 1))
+
+
+def test_findings_link_to_their_kernels(forms_result: dict, forms_html: str) -> None:
+    table = _section(forms_html, "findings")
+    ids = {f'id="k-{i}"' for i in range(len(forms_result["kernels"]))}
+    assert all(anchor in forms_html for anchor in ids)
+    for finding in forms_result["findings"]:
+        for kernel_id in finding.get("kernel_ids") or []:
+            index = next(i for i, k in enumerate(forms_result["kernels"]) if k["id"] == kernel_id)
+            assert f'href="#k-{index}"' in table
+
+
+def test_page_loads_nothing_remote(forms_html: str) -> None:
+    assert not re.search(r"<script[^>]*\ssrc=", forms_html)
+    assert not re.search(r"<link[^>]*>", forms_html)
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", forms_html)
+    assert not re.search(r"url\(\s*['\"]?(https?:)?//", forms_html)
+    assert "@import" not in forms_html
+    assert "@font-face" not in forms_html
+    # Links as text (ncu's rule descriptions cite the CUDA guides) are fine.
+    assert "https://docs.nvidia.com" in forms_html
+
+
+def test_sections_and_labels(forms_result: dict, forms_html: str) -> None:
+    for anchor in ("summary", "roofline", "findings", "kernels"):
+        assert f'<section id="{anchor}">' in forms_html
+    assert "Nsight Compute's own rule results" in forms_html
+    assert 'class="roofline"' in forms_html  # the inline chart
+    assert "NVIDIA H200" in forms_html
+    assert "@media print" in forms_html
+    kernel = _section(forms_html, "kernels")
+    assert kernel.count('<section class="kernel"') == len(forms_result["kernels"])
+    # ncu's rule results are listed for the kernel that has them.
+    assert "UncoalescedGlobalAccess" in kernel
+
+
+def test_metrics_appendix_is_collapsible(forms_result: dict) -> None:
+    result = copy.deepcopy(forms_result)
+    result["kernels"][0]["metrics"] = [
+        {"section": None, "metric": "dram__bytes_read.sum", "label": None, "unit": "byte",
+         "value": 1.06e9, "text": "1060411904"},
+        {"section": None, "metric": "device__attribute_display_name", "label": None, "unit": "",
+         "value": None, "text": "NVIDIA <H200>"},
+    ]
+    html = render_html(result)
+    assert html.count('<details class="metrics">') == 1
+    assert "Raw metrics (2)" in html
+    assert "dram__bytes_read.sum" in html
+    assert "NVIDIA &lt;H200&gt;" in html
+
+
+def test_render_is_deterministic(forms_result: dict, forms_html: str) -> None:
+    assert render_html(forms_result) == forms_html
+
+
+# --- missing and null data --------------------------------------------------------------------
+
+
+def test_minimal_results_render_not_measured() -> None:
+    for result in ({}, {"schema_version": 1, "kernels": []}, {"kernels": None, "findings": None},
+                   {"kernels": [{"name": NASTY}]}):
+        html = render_html(result)
+        assert "not measured" in html
+        assert NASTY not in html
+
+
+def test_kernel_without_sections_says_not_measured() -> None:
+    result = {"schema_version": 1, "session": None, "summary": None, "kernels": [
+        {"id": 0, "name": "k(int)", "short_name": "k", "duration_ns": None, "time_share": None,
+         "roofline": None, "occupancy": None, "quantities": None, "findings": None,
+         "not_evaluated": None, "ncu_rules": None, "grid": None, "block": [None, 1, 1]}],
+        "findings": []}
+    html = render_html(result)
+    kernel = html[html.index('<section class="kernel"'):]
+    assert kernel.count("not measured") >= 6  # duration, share, grid, block, roofline, occupancy
+    assert "no roofline data for this kernel" in kernel
+    assert "no occupancy data for this kernel" in kernel
+    assert "no kernel in this input has roofline data" in html
+
+
+def test_null_values_inside_sections() -> None:
+    roofline = dict.fromkeys(["bound", "arithmetic_intensity", "pct_of_roof", "achieved_flops",
+                              "peak_flops", "achieved_bandwidth", "peak_bandwidth",
+                              "ridge_point", "precision", "levels", "flops", "peaks"])
+    occupancy = {"theoretical_pct": None, "achieved_pct": float("nan"), "limiter": None,
+                 "limits": {"registers": None, "warps": 8}, "waves_per_sm": None}
+    finding = {"rule": None, "severity": None, "title": None, "evidence": {"x": None},
+               "estimated_saving_ns": None}
+    result = {"kernels": [{"id": 0, "name": "k", "roofline": roofline, "occupancy": occupancy,
+                           "findings": [finding], "quantities": {"q": {"value": None}}}],
+              "findings": [finding], "summary": {"bounds": None, "top_kernels": [None]}}
+    html = render_html(result)
+    assert "not measured" in html
+    assert "no estimate" in html
+
+
+def test_application_not_evaluated_is_listed() -> None:
+    result = {"kernels": [], "summary": {"application_not_evaluated": [
+        {"rule": "fusion.memory-bound-chain", "category": "fusion", "missing": ["dram__bytes.sum"],
+         "collect_with": "--section MemoryWorkloadAnalysis"}]}}
+    html = render_html(result)
+    assert "Application rules not evaluated" in html
+    assert "--section MemoryWorkloadAnalysis" in html
+
+
+# --- view-model and filters -------------------------------------------------------------------
+
+
+def test_view_model_groups_repeated_launches(forms_result: dict) -> None:
+    page = build_page(forms_result)
+    assert len(page.kernels) == len(forms_result["kernels"])
+    assert [f.rank for f in page.findings] == list(range(1, len(page.findings) + 1))
+    for finding in page.findings:
+        labels = [link.label for link in finding.kernels]
+        assert len(labels) == len(set(labels))
+
+
+@pytest.mark.parametrize(("func", "value", "text"), [
+    (fmt_duration, 48800.0, "48.8 \u00b5s"),
+    (fmt_duration, 11921440.0, "11.9 ms"),
+    (fmt_duration, 640.0, "640 ns"),
+    (fmt_duration, 2.5e9, "2.5 s"),
+    (fmt_bytes, 1060411904.0, "1.06 GB"),
+    (fmt_bytes, 512.0, "512 B"),
+    (fmt_bandwidth, 3.898e12, "3.9 TB/s"),
+    (fmt_flops, 6.647e13, "66.5 TFLOP/s"),
+    (fmt_flops, 0.0, "0 FLOP/s"),
+    (fmt_pct, 85.1234, "85.1%"),
+    (fmt_share, 0.12, "12.0%"),
+])
+def test_filters_format_with_units(func, value, text: str) -> None:
+    assert func(value) == text
+
+
+def test_filters_say_not_measured() -> None:
+    for name, func in FILTERS.items():
+        if name in ("sortkey", "width"):
+            continue
+        assert func(None) == NOT_MEASURED, name
+        assert func(float("nan")) == NOT_MEASURED, name
+    assert fmt_qty(4.0, "byte/sector") == "4 byte/sector"
+    assert fmt_qty(3.9e12, "byte/s") == "3.9 TB/s"
+    assert fmt_qty("text", None) == "text"
+
+
+def test_templates_mark_no_input_safe() -> None:
+    for path in TEMPLATES.iterdir():
+        text = path.read_text()
+        assert "|safe" not in text.replace(" ", ""), path.name
+        assert "autoescape false" not in text, path.name
+
+
+# --- the roofline chart -----------------------------------------------------------------------
+
+
+def _roof_kernel(index: int, name: str, share: float, bound: str = "memory") -> dict:
+    intensity = 0.05 * 1.7 ** (index % 15)
+    return {"id": index, "name": name, "short_name": name, "time_share": share,
+            "roofline": {"bound": bound, "arithmetic_intensity": intensity,
+                         "achieved_flops": min(3e12 * intensity, 5e13) * (0.3 + index % 5 / 10),
+                         "peak_flops": 6.7e13, "peak_bandwidth": 4.8e12, "precision": "fp32",
+                         "peaks": {"fp32": 6.7e13, "fp64": 3.3e13, "fp16": 1.3e14,
+                                   "tensor": None},
+                         "levels": {"dram": {"peak_bandwidth": 4.8e12},
+                                    "l2": {"peak_bandwidth": 1.0e13}}}}
+
+
+def test_roofline_escapes_labels() -> None:
+    result = {"kernels": [_roof_kernel(0, 'a<b>&"c"', 0.6), _roof_kernel(1, NASTY, 0.4)]}
+    svg = charts.roofline_svg(result)
+    assert svg is not None and svg.startswith("<svg")
+    assert 'a<b>' not in svg and NASTY not in svg
+    assert "a&lt;b&gt;&amp;" in svg
+    assert "f&lt;a&amp;b" in svg
+    # Tooltips name every kernel in full; points link to their sections through data-kernel.
+    assert svg.count('class="rl-pt"') == 2
+    assert 'data-kernel="1"' in svg
+    assert "<!--" not in svg and "<?xml" not in svg and "<style" not in svg
+
+
+def test_roofline_is_small_and_deterministic() -> None:
+    kernels = [_roof_kernel(i, f"void kernel_{i}<float, {i}>(float *, int)", 1 / 50,
+                            ("memory", "compute", "latency")[i % 3]) for i in range(50)]
+    svg = charts.roofline_svg({"kernels": kernels})
+    assert svg is not None
+    assert len(svg.encode()) < 200_000
+    assert charts.roofline_svg({"kernels": kernels}) == svg
+    assert "Date" not in svg and "dc:date" not in svg
+    for precision in ("FP32", "FP64", "FP16"):
+        assert precision in svg
+    assert "DRAM" in svg and "L2" in svg
+
+
+def test_roofline_none_without_data(forms_result: dict) -> None:
+    assert charts.roofline_svg({}) is None
+    assert charts.roofline_svg({"kernels": [{"name": "k", "roofline": None}]}) is None
+    stripped = copy.deepcopy(forms_result)
+    for kernel in stripped["kernels"]:
+        kernel["roofline"] = None
+    assert charts.roofline_svg(stripped) is None
+
+
+def test_roofline_skips_kernels_without_flops(forms_result: dict) -> None:
+    svg = charts.roofline_svg(forms_result)
+    assert svg is not None
+    plotted = [k for k in forms_result["kernels"]
+               if (k["roofline"].get("arithmetic_intensity") or 0) > 0
+               and (k["roofline"].get("achieved_flops") or 0) > 0]
+    assert svg.count('class="rl-pt"') == len(plotted)
