@@ -67,14 +67,17 @@ _PERM_MESSAGE = (
 _NCU_LINE = re.compile(r"^==(PROF|WARNING|ERROR|INFO)== ?(.*)$")
 # A line can carry a second ncu message when one interrupts a kernel's progress dots.
 _EMBEDDED_NCU = re.compile(r"(?<=.)(?===(?:PROF|WARNING|ERROR|INFO)==)")
-# `Profiling "name" - 3: 0%....50%....100% - 38 passes`, with `- 3 (4/12):` under `-c 12`.
+# `Profiling "name" - 3: 0%....50%....100% - 38 passes`, with `- 3 (4/12):` under `-c 12`;
+# under `-k` ncu 2025.3 leaves the launch ID out: `Profiling "saxpy": 0%...`.
 _PROFILING = re.compile(
-    r'^Profiling "(?P<name>.*)" - (?P<id>\d+)(?: \((?P<n>\d+)/(?P<total>\d+)\))?:(?P<rest>.*)$'
+    r'^Profiling "(?P<name>.*)"(?: - (?P<id>\d+))?(?: \((?P<n>\d+)/(?P<total>\d+)\))?:'
+    r"(?P<rest>.*)$"
 )
 _PASSES = re.compile(r"- (\d+) pass(?:es)?\b")
 _PERCENT = re.compile(r"(\d+)%")
 _APP_ERROR = re.compile(r"application returned an error code \((-?\d+)\)")
 _REPORT = re.compile(r"^Report: (.+)$")
+_AVAILABLE = re.compile(r"^(?:Available Kernels:|\s*\d+\. (?P<name>.+))\s*$")
 _VERSION = re.compile(r"Version\s+(\d+(?:\.\d+)+)")
 _PATH_VERSION = re.compile(r"\d+(?:\.\d+)*")
 # Expected with `--clock-control none`, which this module chooses on purpose.
@@ -359,11 +362,14 @@ def _import(cmd: list[str], dest: Path) -> None:
         dest.unlink(missing_ok=True)
         raise ProfilingError(f"cannot export {cmd[2]} to {dest}: {exc.strerror or exc}") from None
     if proc.returncode != 0 or dest.stat().st_size == 0:
+        # ncu prints its errors on stdout, which went into the file.
+        with dest.open(encoding="utf-8", errors="replace") as fh:
+            head = [line.strip() for _, line in zip(range(20), fh, strict=False)]
         dest.unlink(missing_ok=True)
-        why = proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or [
-            f"exit status {proc.returncode}"
-        ]
-        raise ProfilingError(f"ncu could not export {cmd[2]} as CSV: {why[0]}")
+        said = [line for line in head if line.startswith("==ERROR==")]
+        said += proc.stderr.decode(errors="replace").strip().splitlines()[-1:]
+        why = said[0] if said else f"exit status {proc.returncode}"
+        raise ProfilingError(f"ncu could not export {cmd[2]} as CSV ({' '.join(cmd[3:])}): {why}")
 
 
 def export_csvs(
@@ -451,12 +457,21 @@ class _NcuOutput:
     report: str | None = None
     permission_denied: bool = False
     nothing_profiled: bool = False
+    available: list[str] = field(default_factory=list)
     total: int | None = None
 
     def add(self, line: str) -> tuple[str, re.Match[str] | None] | None:
         """Record one ncu line; return ``(kind, profiling match)``, or None for program output."""
         match = _NCU_LINE.match(line)
         if not match:
+            # After "No kernels were profiled." ncu lists the kernels it saw (the program has
+            # ended by then): `Available Kernels:`, `1. apply_pair`, ...
+            listed = _AVAILABLE.match(line) if self.nothing_profiled else None
+            if listed:
+                self.log.append(line)
+                if listed["name"]:
+                    self.available.append(listed["name"])
+                return "LIST", None
             return None
         kind, text = match.groups()
         self.log.append(line)
@@ -535,13 +550,13 @@ class _Display:
             return
         name = profiling["name"]
         name = name if len(name) <= 60 else name[:57] + "..."
+        kernel = f"kernel {profiling['id']}: {name}" if profiling["id"] else name
         passes = _PASSES.search(profiling["rest"])
         if passes:
-            what = f"profiled kernel {profiling['id']}: {name} ({passes.group(1)} passes)"
+            what = f"profiled {kernel} ({passes.group(1)} passes)"
         else:
             percents = _PERCENT.findall(profiling["rest"])
-            pct = f" {percents[-1]}%" if percents else ""
-            what = f"profiling kernel {profiling['id']}: {name}{pct}"
+            what = f"profiling {kernel}" + (f" {percents[-1]}%" if percents else "")
         self._progress.update(
             self._task, description=what, completed=done, total=total, refresh=True
         )
@@ -597,7 +612,9 @@ def _run_ncu(cmd: list[str], display: _Display, total: int | None) -> tuple[int,
     return returncode, out
 
 
-def _nothing_profiled(kernel_name: str | None, extra: Sequence[str], app_exit: int | None) -> str:
+def _nothing_profiled(
+    kernel_name: str | None, extra: Sequence[str], app_exit: int | None, available: list[str]
+) -> str:
     filters = [f"-k {kernel_name}"] if kernel_name else []
     filters += [a for a in extra if a.split("=", 1)[0] in ("--launch-skip", "-s", "--nvtx-include")]
     if app_exit:
@@ -608,6 +625,9 @@ def _nothing_profiled(kernel_name: str | None, extra: Sequence[str], app_exit: i
     else:
         why = ("the program launched no CUDA kernels under ncu (no -k/-c filters were set); "
                "check that it runs on the GPU with these arguments")
+    if available:
+        shown = ", ".join(available[:12]) + (", ..." if len(available) > 12 else "")
+        why += f"; the program launched: {shown}"
     return f"nothing was profiled: {why}"
 
 
@@ -687,7 +707,7 @@ def run_profile(
         if output.errors:  # e.g. "Unknown Error on device 0": more telling than "nothing"
             raise ProfilingError(f"ncu failed (exit status {returncode}): {output.errors[0]}")
         if output.nothing_profiled or not output.kernels:
-            raise ProfilingError(_nothing_profiled(kernel_name, extra, app_exit))
+            raise ProfilingError(_nothing_profiled(kernel_name, extra, app_exit, output.available))
         raise ProfilingError(
             f"ncu wrote no report at {rep} (exit status {returncode}"
             f"{'; ' + output.log[-1] if output.log else ''})"
@@ -696,7 +716,7 @@ def run_profile(
     raw_csv, details_csv = export_csvs(ncu_path, rep, nvtx=nvtx)
     kernels = _count_launches(raw_csv)
     if kernels == 0:
-        raise ProfilingError(_nothing_profiled(kernel_name, extra, app_exit))
+        raise ProfilingError(_nothing_profiled(kernel_name, extra, app_exit, output.available))
     warnings += output.warnings
     warnings += [f"ncu: {e}" for e in output.errors]
     if app_exit:

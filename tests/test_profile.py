@@ -264,8 +264,8 @@ def test_filters_reach_ncu(tmp_path):
                          launch_count=2, nvtx=True, progress=False)
     profiled = [line for line in result.log if line.startswith("==PROF== Profiling")]
     assert profiled == [
-        '==PROF== Profiling "saxpy" - 5 (1/2): 0%....50%....100% - 38 passes',
-        '==PROF== Profiling "saxpy" - 6 (2/2): 0%....50%....100% - 38 passes',
+        '==PROF== Profiling "saxpy" (1/2): 0%....50%....100% - 38 passes',
+        '==PROF== Profiling "saxpy" (2/2): 0%....50%....100% - 38 passes',
     ]
     assert ["-k", "saxpy", "-c", "2", "--nvtx"] == result.command[5:10]
     assert ncu_calls(tmp_path)[-1][-1] == "--nvtx"  # the imports keep the NVTX columns
@@ -300,11 +300,15 @@ def test_nothing_profiled(monkeypatch, tmp_path):
     assert not stale.exists()  # an earlier report is never mistaken for this run's
 
 
-def test_kernel_filter_matching_nothing(tmp_path):
+def test_kernel_filter_matching_nothing(tmp_path, capfd):
     with pytest.raises(ProfilingError) as exc:
         run_profile(PY, ["-c", "pass"], out_dir=tmp_path, kernel_name="softmax", progress=False)
     message = one_line(exc)
     assert message.startswith("nothing was profiled:") and "-k softmax" in message
+    # ncu's list of the kernels it saw ends up in the message, not on stdout.
+    assert message.endswith("the program launched: apply_pair, copy_coalesced, copy_strided, "
+                            "saxpy, scale_vec, tiny_reduce")
+    assert "Available" not in capfd.readouterr().out
 
 
 def test_program_failing_after_some_kernels(monkeypatch, tmp_path):
@@ -385,6 +389,17 @@ def test_output_parser():
     assert out.report == "/tmp/a b/r.ncu-rep"
     assert len(out.warnings) == 1 and len(out.warnings[0]) <= 210
     assert len(out.log) == 5
+
+
+@pytest.mark.parametrize(("line", "launch", "total"), [
+    ('Profiling "copy_coalesced" - 0: 0%....50%....100% - 10 passes', "0", None),
+    ('Profiling "scale_vec" - 2 (3/3): 0%....50%....100% - 10 passes', "2", "3"),
+    ('Profiling "saxpy": 0%....50%....100% - 10 passes', None, None),  # real, under -k
+    ('Profiling "saxpy" (1/2): 0%....', None, "2"),
+])
+def test_profiling_line_forms(line, launch, total):
+    match = profile._PROFILING.match(line)
+    assert match and (match["id"], match["total"]) == (launch, total)
 
 
 def test_embedded_messages_are_split():
