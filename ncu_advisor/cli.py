@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 from enum import Enum
@@ -314,6 +315,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # `ncu-advise ./app args` is `ncu-advise profile ./app args`.
     if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
+        if not (Path(argv[0]).exists() or shutil.which(argv[0])):
+            typer.echo(f"ncu-advise: error: {argv[0]!r} is neither a command "
+                       f"({', '.join(sorted(COMMANDS))}) nor a program to profile", err=True)
+            return 2
         argv = ["profile", *argv]
     try:
         # Standalone mode: click prints usage errors itself and exits with status 2.

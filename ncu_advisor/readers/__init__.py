@@ -77,6 +77,42 @@ def _session(report: Report) -> dict:
     return facts
 
 
+_SAME_LAUNCH = ["process_id", "id", "name", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
+                "block_z"]
+
+
+def _merge_same_launches(report: Report) -> Report:
+    """Treat one launch exported in several files (details + raw of one capture) as one.
+
+    Two rows are the same launch when process ID, ncu ID, kernel name and shape agree: the
+    process ID changes with every run, so separate runs never merge. Metrics of all copies
+    are kept (the first copy's value wins in ``wide()``).
+    """
+    launches = report.launches
+    keyed = launches.dropna(subset=["process_id", "id"])
+    if keyed.empty or not keyed.duplicated(_SAME_LAUNCH).any():
+        return report
+    first = keyed.groupby(_SAME_LAUNCH, dropna=False, sort=False)["launch"].transform("min")
+    remap = dict(zip(keyed["launch"], first, strict=True))
+    keep = launches[~launches["launch"].isin([k for k, v in remap.items() if k != v])]
+    # Fill what the first copy lacked (a raw export has no NVTX; a details one may).
+    for col in ("duration_ns", "nvtx"):
+        donors = launches.assign(target=launches["launch"].map(remap)).dropna(subset=[col])
+        fill = donors.drop_duplicates("target").set_index("target")[col]
+        keep = keep.assign(**{col: keep[col].fillna(keep["launch"].map(fill))})
+    metrics = report.metrics.assign(launch=report.metrics["launch"].replace(remap))
+    rules = report.ncu_rules.assign(launch=report.ncu_rules["launch"].replace(remap))
+    rules = rules.drop_duplicates(subset=["launch", "rule", "type", "description"])
+    # Renumber so launch numbers stay 0..n-1.
+    order = {old: new for new, old in enumerate(keep["launch"])}
+    return Report(
+        launches=keep.assign(launch=keep["launch"].map(order)).reset_index(drop=True),
+        metrics=metrics.assign(launch=metrics["launch"].map(order)).reset_index(drop=True),
+        ncu_rules=rules.assign(launch=rules["launch"].map(order)).reset_index(drop=True),
+        session=report.session, sources=report.sources, warnings=report.warnings,
+    )
+
+
 def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Report:
     """Read one or more exports (files or directories) into one Report.
 
@@ -112,6 +148,7 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Repor
         sources=[s for p in parts for s in p.sources],
         warnings=warnings,
     )
+    report = _merge_same_launches(report)
     report.session.update(_session(report))
     report.launches["duration_ns"] = report.launches["duration_ns"].astype("float64")
     report.launches["invocations"] = (

@@ -274,7 +274,7 @@ def _summary(frame: pd.DataFrame, path: Path) -> Report:
     frame = frame[_valid_rows(frame, "Process ID")]
     key_cols = ["Process ID", "Kernel Name", "Block Size", "Grid Size", "Device", "CC"]
     launches, first = _launch_table(frame, key_cols, path)
-    launches["id"] = pd.array(np.arange(len(launches)), dtype="Int64")
+    launches["id"] = pd.array([pd.NA] * len(launches), dtype="Int64")  # summaries have no IDs
     launches["invocations"] = pd.to_numeric(first["Invocations"], errors="coerce").to_numpy()
     launch_of = _key_index(frame, first, key_cols)
     avg, units = to_base_units(parse_numbers(frame["Average"]), frame["Metric Unit"])

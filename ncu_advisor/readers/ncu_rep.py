@@ -22,7 +22,7 @@ from .common import short_name
 
 _MSG_TYPE = {0: None, 1: "INF", 2: "WRN", 3: "ERR", 4: "OPT"}
 _SPEEDUP_TYPE = {0: None, 1: "local", 2: "global"}
-_REP_MAGIC = b"NVIDIA Nsight Compute"
+_REP_MAGIC = b"NVR\x00"  # first bytes of every report ncu 2025.3 writes
 
 
 def _import_ncu_report():
@@ -67,6 +67,9 @@ def read_ncu_rep(path: Path) -> Report:
     head = path.read_bytes()[:4096] if path.stat().st_size else b""
     if not head:
         raise ReportParseError(f"{path}: file is empty")
+    if not head.startswith(_REP_MAGIC):
+        raise ReportParseError(f"{path}: not a readable .ncu-rep (no Nsight Compute report "
+                               "header)")
     ncu_report = _import_ncu_report()
     try:
         ctx = ncu_report.load_report(str(path))
