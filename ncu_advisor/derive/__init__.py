@@ -1,0 +1,1 @@
+"""Derived quantities: units, roofline, occupancy and launch shape, computed from a Report."""
