@@ -446,6 +446,83 @@ def shared_mem_for_more_blocks(base: OccupancyResult) -> int | None:
     return usable if usable >= 0 else None
 
 
+def check_launch_inputs(cc: str | float | tuple[int, int], block_size: int,
+                        registers_per_thread: int, shared_mem_per_block: int = 0) -> ArchSpec:
+    """Validate a launch description typed by a user; return the architecture's limits.
+
+    Raises:
+        NcuAdviseError: unknown compute capability, a block size outside 1..max threads per
+            block, registers outside 0..max per thread, or shared memory outside 0..the
+            per-block opt-in maximum.  The message is one line.
+
+    """
+    spec = arch_spec(cc)
+    if not 0 < block_size <= spec.max_threads_per_block:
+        raise NcuAdviseError(f"block size must be 1..{spec.max_threads_per_block} threads on "
+                             f"cc {spec.cc}, got {block_size}")
+    if not 0 <= registers_per_thread <= spec.max_registers_per_thread:
+        raise NcuAdviseError(f"registers per thread must be 0..{spec.max_registers_per_thread}, "
+                             f"got {registers_per_thread}")
+    if not 0 <= shared_mem_per_block <= spec.max_shared_mem_per_block_optin:
+        raise NcuAdviseError(
+            f"shared memory per block must be 0..{spec.max_shared_mem_per_block_optin} bytes "
+            f"on cc {spec.cc}, got {shared_mem_per_block}")
+    return spec
+
+
+def calculator_summary(cc: str | float | tuple[int, int], block_size: int,
+                       registers_per_thread: int, shared_mem_per_block: int = 0,
+                       fewer_regs: int = 8, sm_count: int | None = None) -> dict:
+    """Everything the ``occupancy`` command shows, as one JSON-ready dict.
+
+    Validates the inputs (:func:`check_launch_inputs`), computes the occupancy, the
+    recommended block size for the same registers and shared memory, and the effect of
+    ``fewer_regs`` fewer registers per thread.
+
+    Returns:
+        ``theoretical_pct``, ``limits``, ``limiter`` (``+``-joined), ``limiters``,
+        ``recommended_block_size``, ``recommended``, ``what_if``, ``next_block`` and the
+        full result under ``result``.
+
+    """
+    spec = check_launch_inputs(cc, block_size, registers_per_thread, shared_mem_per_block)
+    res = occupancy(spec.cc, block_size, registers_per_thread, shared_mem_per_block)
+    best = best_block_size(spec.cc, registers_per_thread, shared_mem_per_block,
+                           sm_count=sm_count)
+    fewer = fewer_registers(res, fewer_regs)
+    return {
+        "cc": spec.cc,
+        "architecture": spec.architecture,
+        "block_size": res.block_size,
+        "registers_per_thread": res.registers_per_thread,
+        "shared_mem_per_block": res.shared_mem_per_block,
+        "theoretical_pct": res.theoretical_pct,
+        "active_blocks_per_sm": res.active_blocks_per_sm,
+        "active_warps_per_sm": res.active_warps_per_sm,
+        "max_warps_per_sm": res.max_warps_per_sm,
+        "limits": dict(res.limits),
+        "limiter": res.limiter,
+        "limiters": list(res.limiters),
+        "shared_mem_config": res.shared_mem_config,
+        "shared_mem_per_block_allocated": res.shared_mem_per_block_allocated,
+        "registers_per_warp": res.registers_per_warp,
+        "recommended_block_size": best.block_size,
+        "recommended": best.to_dict(),
+        "what_if": {
+            "registers_per_thread": fewer.registers_per_thread,
+            "theoretical_pct": fewer.theoretical_pct,
+            "active_blocks_per_sm": fewer.active_blocks_per_sm,
+            "limiter": fewer.limiter,
+        },
+        "next_block": {
+            "registers_per_thread": registers_for_more_blocks(res),
+            "shared_mem_per_block": shared_mem_for_more_blocks(res),
+        },
+        "warnings": list(res.warnings),
+        "result": res.to_dict(),
+    }
+
+
 # ---------------------------------------------------------------------------------------------
 # Every launch of a report
 
@@ -606,7 +683,8 @@ def _matches(row: pd.Series) -> float | bool:
 
 __all__ = [
     "LIMIT_NAMES", "NCU_LIMIT_METRICS", "BlockSizeSuggestion", "OccupancyResult",
-    "align_carveout", "best_block_size", "fewer_registers", "occupancy",
+    "align_carveout", "best_block_size", "calculator_summary", "check_launch_inputs",
+    "fewer_registers", "occupancy",
     "occupancy_from_report", "predict_shared_mem_config", "registers_for_more_blocks",
     "shared_mem_for_more_blocks", "snap_carveout", "what_if",
 ]
