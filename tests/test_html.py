@@ -15,6 +15,7 @@ from ncu_advisor.render import charts
 from ncu_advisor.render.html import (
     FILTERS,
     NOT_MEASURED,
+    PRINT_METRICS_MAX,
     build_page,
     fmt_bandwidth,
     fmt_bytes,
@@ -154,6 +155,18 @@ def test_metrics_appendix_is_collapsible(forms_result: dict) -> None:
     assert "Raw metrics (2)" in html
     assert "dram__bytes_read.sum" in html
     assert "NVIDIA &lt;H200&gt;" in html
+
+
+def test_long_metrics_appendix_stays_collapsed_in_print(forms_result: dict) -> None:
+    result = copy.deepcopy(forms_result)
+    rows = [{"metric": f"m{i}", "unit": "", "value": float(i)}
+            for i in range(PRINT_METRICS_MAX + 1)]
+    result["kernels"][0]["metrics"] = rows
+    result["kernels"][1]["metrics"] = rows[:3]
+    html = render_html(result)
+    assert html.count('<details class="metrics noprint">') == 1
+    assert html.count('<details class="metrics">') == 1
+    assert "not printed; open the HTML file" in html
 
 
 def test_render_is_deterministic(forms_result: dict, forms_html: str) -> None:

@@ -248,6 +248,7 @@ def roofline_svg(result: Mapping[str, Any]) -> str | None:
         ax.set_ylabel("Achieved performance")
 
         # Memory roofs: a diagonal up to the highest compute peak (or the plot top).
+        obstacles: list[tuple[float, float, float, float]] = []
         ceiling = max(compute.values()) if compute else y_hi
         for stagger, (level, label) in enumerate(reversed(LEVELS.items())):
             bw = memory.get(level)
@@ -259,10 +260,12 @@ def roofline_svg(result: Mapping[str, Any]) -> str | None:
             # Label each memory roof near the left edge, where it is inside the plot; the
             # labels of neighbouring roofs are staggered so they do not overlap.
             x_text = max(x_lo * 1.5, y_lo * 4 / bw) * 3.5 ** stagger
-            ax.annotate(f"{label} {_si(bw, 'B/s')}", (x_text, bw * x_text), fontsize=7.5,
-                        color="#5f6368", rotation_mode="anchor", xytext=(2, 4),
-                        textcoords="offset points", rotation=_diagonal_angle(ax),
-                        parse_math=False)
+            text = f"{label} {_si(bw, 'B/s')}"
+            angle = _diagonal_angle(ax)
+            ax.annotate(text, (x_text, bw * x_text), fontsize=7.5, color="#5f6368",
+                        rotation_mode="anchor", xytext=(2, 4), textcoords="offset points",
+                        rotation=angle, parse_math=False)
+            obstacles.extend(_rotated_text_boxes(ax, (x_text, bw * x_text), text, angle))
         # Compute roofs: flat from the outermost memory roof's ridge to the right edge.
         bw_max = max(memory.values()) if memory else None
         for precision, label in PRECISIONS.items():
@@ -282,7 +285,7 @@ def roofline_svg(result: Mapping[str, Any]) -> str | None:
             ax.plot([point.intensity], [point.flops], "o", markersize=_marker_size(point),
                     color=BOUND_COLORS[point.bound], alpha=0.85, markeredgecolor="white",
                     markeredgewidth=0.8, gid=f"rl-pt-{point.index}")
-        _label_points(ax, ordered, ordered[:MAX_LABELS])
+        _label_points(ax, ordered, ordered[:MAX_LABELS], obstacles)
         for bound, color in BOUND_COLORS.items():
             if any(p.bound == bound for p in points):
                 ax.plot([], [], "o", color=color, markersize=6, label=f"{bound} bound")
@@ -300,15 +303,32 @@ def _marker_size(point: RooflinePoint) -> float:
     return 5 + 17 * math.sqrt(max(point.share, 0.0))
 
 
-def _label_points(ax: Any, points: list[RooflinePoint], labelled: list[RooflinePoint]) -> None:
-    """Label points with their short names, avoiding overlaps with points and other labels.
+def _rotated_text_boxes(ax: Any, xy: tuple[float, float], text: str,
+                        angle: float) -> list[tuple[float, float, float, float]]:
+    """Approximate a rotated roof label by small boxes along it (display coordinates)."""
+    scale = ax.figure.dpi / 72.0
+    x0, y0 = ax.transData.transform(xy)
+    x0, y0 = x0 + 2 * scale, y0 + 4 * scale
+    cos, sin = math.cos(math.radians(angle)), math.sin(math.radians(angle))
+    boxes = []
+    for step in range(0, int(len(text) * 4.4) + 1, 4):
+        # The middle of the text line: along the baseline, then half a line up.
+        cx = x0 + (step * cos - 4 * sin) * scale
+        cy = y0 + (step * sin + 4 * cos) * scale
+        boxes.append((cx - 4 * scale, cy - 4 * scale, cx + 4 * scale, cy + 4 * scale))
+    return boxes
 
-    A greedy placement in display space: each label tries four spots around its point and
-    takes the first that covers no marker and no label already placed; a name already shown
-    nearby (repeated launches of one kernel) is not repeated.
+
+def _label_points(ax: Any, points: list[RooflinePoint], labelled: list[RooflinePoint],
+                  obstacles: list[tuple[float, float, float, float]]) -> None:
+    """Label points with their short names, avoiding points, roof labels and other labels.
+
+    A greedy placement in display space: each label tries six spots around its point and
+    takes the first that covers nothing already placed (when all four do, the first); a name
+    already shown nearby (repeated launches of one kernel) is not repeated.
     """
     dpi_scale = ax.figure.dpi / 72.0
-    placed: list[tuple[float, float, float, float]] = []
+    placed: list[tuple[float, float, float, float]] = list(obstacles)
     for point in points:
         x, y = ax.transData.transform((point.intensity, point.flops))
         r = _marker_size(point) / 2 * dpi_scale
@@ -317,18 +337,22 @@ def _label_points(ax: Any, points: list[RooflinePoint], labelled: list[RooflineP
     for point in labelled:
         text = _short(point.label)
         x, y = ax.transData.transform((point.intensity, point.flops))
-        if any(t == text and math.hypot(x - sx, y - sy) < 40 * dpi_scale for t, sx, sy in shown):
+        if any(t == text and math.hypot(x - sx, y - sy) < 12 * dpi_scale for t, sx, sy in shown):
             continue
         r = _marker_size(point) / 2 + 2
         width, height = (len(text) * 4.4 + 2) * dpi_scale, 9 * dpi_scale
+        candidates = []
         for dx, dy, ha, va in ((r, 1, "left", "bottom"), (r, -1, "left", "top"),
-                               (-r, 1, "right", "bottom"), (-r, -1, "right", "top")):
-            x0 = x + dx * dpi_scale - (width if ha == "right" else 0)
+                               (-r, 1, "right", "bottom"), (-r, -1, "right", "top"),
+                               (0, r, "center", "bottom"), (0, -r, "center", "top")):
+            x0 = x + dx * dpi_scale - {"left": 0, "center": width / 2, "right": width}[ha]
             y0 = y + dy * dpi_scale - (height if va == "top" else 0)
-            box = (x0, y0, x0 + width, y0 + height)
-            if not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3]
-                       for b in placed):
-                break
+            candidates.append(((x0, y0, x0 + width, y0 + height), dx, dy, ha, va))
+        box, dx, dy, ha, va = next(
+            (c for c in candidates
+             if not any(c[0][0] < b[2] and b[0] < c[0][2] and c[0][1] < b[3] and b[1] < c[0][3]
+                        for b in placed)),
+            candidates[0])
         placed.append(box)
         shown.append((text, x, y))
         ax.annotate(text, (point.intensity, point.flops), xytext=(dx, dy),

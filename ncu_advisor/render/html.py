@@ -50,6 +50,9 @@ SESSION_LABELS = {
     "memory_bus_width_bits": "Memory bus",
 }
 _TOP_KERNELS = 10
+# A raw-metrics appendix longer than this stays collapsed in print (a full set is ~2,000 rows
+# per kernel: hundreds of pages).
+PRINT_METRICS_MAX = 300
 
 
 # ---------------------------------------------------------------------------------------------
@@ -438,6 +441,7 @@ class KernelSection:
     ncu_rules: list[NcuRuleRow]
     metrics: list[MetricRow] | None
     metrics_labelled: bool
+    metrics_print: bool
     top_severity: str | None
 
 
@@ -453,6 +457,7 @@ class Page:
     app_not_evaluated: list[NotEvaluatedRow]
     kernels: list[KernelSection]
     severities: list[str]
+    severity_counts: list[tuple[str, int]]
     bound_colors: dict[str, str] = field(default_factory=lambda: dict(BOUND_COLORS))
 
 
@@ -834,6 +839,7 @@ def _kernel(index: int, kernel: Mapping[str, Any]) -> KernelSection:
         ncu_rules=ncu_rules,
         metrics=metrics,
         metrics_labelled=any(m.label or m.section for m in metrics or []),
+        metrics_print=len(metrics or []) <= PRINT_METRICS_MAX,
         top_severity=min(findings, key=lambda f: f.severity_order).severity if findings else None,
     )
 
@@ -851,6 +857,7 @@ def build_page(result: Mapping[str, Any]) -> Page:
     kernels = [_map(k) for k in _list(result.get("kernels"))]
     anchors = _Anchors(kernels)
     svg = roofline_svg(result)
+    findings = _app_findings(result, kernels, anchors)
     roofed = [k for k in kernels if _map(k.get("roofline"))]
     plotted = sum(1 for k in roofed
                   if (_number(_map(k["roofline"]).get("arithmetic_intensity")) or 0) > 0
@@ -861,10 +868,12 @@ def build_page(result: Mapping[str, Any]) -> Page:
         # The chart is drawn by our code and escapes its own text: the one trusted markup.
         roofline_svg=Markup(svg) if svg else None,
         roofline_unplotted=len(roofed) - plotted if svg else 0,
-        findings=_app_findings(result, kernels, anchors),
+        findings=findings,
         app_not_evaluated=_not_evaluated(_map(result.get("summary")).get("application_not_evaluated")),
         kernels=[_kernel(i, k) for i, k in enumerate(kernels)],
         severities=list(SEVERITIES),
+        severity_counts=[(sev, n) for sev in SEVERITIES
+                         if (n := sum(1 for f in findings if f.severity == sev))],
     )
 
 

@@ -72,10 +72,11 @@
     });
   });
 
-  /* Print everything: open the collapsed appendices, close them again afterwards. */
+  /* Print everything (except raw-metric appendices too long for paper): open the collapsed
+     parts, close them again afterwards. */
   var opened = [];
   window.addEventListener("beforeprint", function () {
-    document.querySelectorAll("details:not([open])").forEach(function (d) {
+    document.querySelectorAll("details:not([open]):not(.noprint)").forEach(function (d) {
       d.open = true;
       opened.push(d);
     });
