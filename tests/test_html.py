@@ -20,6 +20,7 @@ from ncu_advisor.render.html import (
     fmt_bandwidth,
     fmt_bytes,
     fmt_duration,
+    fmt_flop,
     fmt_flops,
     fmt_pct,
     fmt_qty,
@@ -245,6 +246,7 @@ def test_view_model_groups_repeated_launches(forms_result: dict) -> None:
     (fmt_bandwidth, 3.898e12, "3.9 TB/s"),
     (fmt_flops, 6.647e13, "66.5 TFLOP/s"),
     (fmt_flops, 0.0, "0 FLOP/s"),
+    (fmt_flop, 33554432.0, "33.6 MFLOP"),
     (fmt_pct, 85.1234, "85.1%"),
     (fmt_share, 0.12, "12.0%"),
 ])

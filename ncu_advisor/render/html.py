@@ -34,6 +34,15 @@ LIMIT_LABELS = {
     "blocks": "Blocks per SM",
     "barriers": "Barriers",
 }
+# Labels of the occupancy dictionary's other keys (unknown keys get their name, de-snaked).
+OCCUPANCY_LABELS = {
+    "registers_per_thread": "Registers per thread",
+    "shared_mem_per_block": "Shared memory per block",
+    "block_size": "Block size",
+    "calc_theoretical_pct": "Theoretical (calculator)",
+    "calc_limiter": "Limiter (calculator)",
+    "recommended_block_size": "Suggested block size",
+}
 # Session facts shown first in the header, with their labels; other scalar keys follow.
 SESSION_LABELS = {
     "gpu": "GPU",
@@ -123,6 +132,15 @@ def fmt_flops(value: Any) -> str:
                        (1e6, "MFLOP/s"), (1e3, "KFLOP/s"), (1.0, "FLOP/s")])
 
 
+def fmt_flop(value: Any) -> str:
+    """Format a count of floating-point operations with SI prefixes."""
+    v = _number(value)
+    if v is None:
+        return NOT_MEASURED
+    return _scaled(v, [(1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"),
+                       (1e3, "KFLOP"), (1.0, "FLOP")])
+
+
 def fmt_pct(value: Any, digits: int = 1) -> str:
     """Format a value already in percent."""
     v = _number(value)
@@ -196,6 +214,7 @@ _BY_UNIT: dict[str, Callable[[Any], str]] = {
     "byte/s": fmt_bandwidth,
     "FLOP/s": fmt_flops,
     "flop/s": fmt_flops,
+    "FLOP": fmt_flop,
     "fraction": fmt_share,
 }
 
@@ -204,6 +223,7 @@ FILTERS: dict[str, Callable[..., str]] = {
     "bytes": fmt_bytes,
     "bandwidth": fmt_bandwidth,
     "flops": fmt_flops,
+    "flop": fmt_flop,
     "pct": fmt_pct,
     "share": fmt_share,
     "num": fmt_num,
@@ -335,10 +355,10 @@ class LevelRow:
 
 @dataclass
 class PrecisionRow:
-    """FLOP/s of one precision against its peak."""
+    """Operations of one precision (a count) and the device's peak rate for it."""
 
     precision: str
-    achieved: float | None
+    operations: float | None
     peak: float | None
 
 
@@ -761,7 +781,8 @@ def _occupancy(value: Any) -> OccupancyView | None:
             extra.append(Quantity(str(key), _text(item.get("label")) or str(key),
                                   item.get("value"), _text(item.get("unit"))))
         else:
-            extra.append(Quantity(str(key), str(key).replace("_", " "), item, _unit_of_key(key)))
+            label = OCCUPANCY_LABELS.get(str(key)) or str(key).replace("_", " ").capitalize()
+            extra.append(Quantity(str(key), label, item, _unit_of_key(key)))
     return OccupancyView(
         theoretical_pct=_number(occ.get("theoretical_pct")),
         achieved_pct=_number(occ.get("achieved_pct")),
