@@ -31,9 +31,10 @@ def load_rule_file(path: Path) -> Rule:
     try:
         rule = Rule.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err["loc"]) or "(file)"
-        raise RuleDefinitionError(f"{path}: field {where}: {err['msg']}") from None
+        problems = [f"field {'.'.join(str(p) for p in e['loc']) or '(file)'}: {e['msg']}"
+                    for e in exc.errors()[:3]]
+        more = f" (and {exc.error_count() - 3} more)" if exc.error_count() > 3 else ""
+        raise RuleDefinitionError(f"{path}: {'; '.join(problems)}{more}") from None
     if path.stem != rule.id:
         raise RuleDefinitionError(f"{path}: field id: {rule.id!r} must match the file name")
     if rule.function is not None:

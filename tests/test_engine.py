@@ -1,0 +1,121 @@
+"""The rule engine: schema validation, the condition grammar, not-evaluated reporting."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ncu_advisor import analyze, read_report
+from ncu_advisor.errors import RuleDefinitionError
+from ncu_advisor.rules_engine.engine import _evaluate, estimate_pct, render_text
+from ncu_advisor.rules_engine.loader import builtin_rules_dir, load_rule_file, load_rules
+from ncu_advisor.rules_engine.schema import CATEGORIES, Rule
+
+FORMS = Path(__file__).resolve().parent.parent / "sample_reports" / "forms"
+GOOD_RULE = """
+id = "custom.example"
+category = "coalescing"
+title = "x {global_ld_bytes_per_sector:.1f}"
+confidence = "high"
+requires = ["global_ld_bytes_per_sector"]
+explanation = "e"
+fix = "f"
+[when]
+all = [{ q = "global_ld_bytes_per_sector", lt = 16 }]
+[[severity]]
+level = "low"
+"""
+
+
+def _rule_file(tmp_path: Path, text: str, name: str = "custom.example") -> Path:
+    path = tmp_path / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def test_builtin_rules_load_and_cover_every_category():
+    rules = load_rules()
+    assert {r.category for r in rules} == set(CATEGORIES)
+    assert len({r.id for r in rules}) == len(rules)
+    for path in builtin_rules_dir().glob("*.toml"):
+        assert load_rule_file(path).id == path.stem
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    (("category = \"coalescing\"", "category = \"nonsense\""), "category"),
+    (("lt = 16", "lt = 16, gt = 3"), "when"),
+    (("global_ld_bytes_per_sector\", lt", "no_such_quantity\", lt"), "when"),
+    (("confidence = \"high\"", "confidence = \"certain\""), "confidence"),
+    (("fix = \"f\"", ""), "fix"),
+    (("[[severity]]\nlevel = \"low\"", ""), "severity"),
+    (("title = ", "titel = "), "titel"),
+])
+def test_bad_rule_files_fail_with_path_and_field(tmp_path, change, field):
+    path = _rule_file(tmp_path, GOOD_RULE.replace(*change))
+    with pytest.raises(RuleDefinitionError) as err:
+        load_rule_file(path)
+    assert str(path) in str(err.value) and field in str(err.value)
+
+
+def test_rule_id_must_match_file_name_and_toml_must_parse(tmp_path):
+    with pytest.raises(RuleDefinitionError, match="match the file name"):
+        load_rule_file(_rule_file(tmp_path, GOOD_RULE, name="other.name"))
+    with pytest.raises(RuleDefinitionError, match="invalid TOML"):
+        load_rule_file(_rule_file(tmp_path, "id = ", name="broken.rule"))
+
+
+def test_user_rules_directory_adds_rules(tmp_path):
+    _rule_file(tmp_path, GOOD_RULE)
+    rules = load_rules([tmp_path])
+    assert "custom.example" in {r.id for r in rules}
+    report = read_report(FORMS / "forms_app.ncu-rep")
+    result = analyze(report, rules=rules)
+    fired = {f.launch for f in result.findings if f.rule == "custom.example"}
+    assert fired == {1, 2}  # copy_strided (4 B/sector) and scale_vec<float,4> (8 B/sector)
+
+
+def test_condition_grammar():
+    rule = Rule.model_validate({
+        "id": "t.t", "category": "coalescing", "title": "t", "confidence": "low",
+        "explanation": "e", "fix": "f", "severity": [{"level": "low"}],
+        "when": {"any": [{"q": "sm_pct", "gt": "mem_pct", "times": 2},
+                         {"not": {"q": "dram_pct", "ge": 10}}]},
+    })
+    assert _evaluate(rule.when, {"sm_pct": 50, "mem_pct": 20, "dram_pct": 50})
+    assert not _evaluate(rule.when, {"sm_pct": 30, "mem_pct": 20, "dram_pct": 50})
+    assert _evaluate(rule.when, {"sm_pct": 30, "mem_pct": 20, "dram_pct": 5})
+    # A missing value never makes a comparison true (but `not` of it is true).
+    assert not _evaluate(rule.when.any[0], {"sm_pct": np.nan, "mem_pct": 20})
+
+
+def test_estimates():
+    rule = load_rule_file(builtin_rules_dir() / "coalescing.global-loads.toml")
+    row = {"global_ld_bytes_per_sector": 8.0, "mem_pct": 80.0}
+    assert estimate_pct(rule, row) == pytest.approx((1 - 8 / 32) * 80)
+    assert estimate_pct(rule, {"global_ld_bytes_per_sector": np.nan, "mem_pct": 80}) is None
+
+
+def test_text_templates_only_take_plain_names():
+    assert render_text("{a:.1f} and {b}", {"a": 1.234, "b": np.nan}) == "1.2 and n/a"
+    # Attribute access is not a field: left as written, never evaluated.
+    assert render_text("{a.__class__}", {"a": 1.0}) == "{a.__class__}"
+
+
+def test_basic_set_report_says_what_it_could_not_evaluate():
+    report = read_report(FORMS / "forms_app.live.basic.csv")
+    result = analyze(report)
+    skipped = {n.rule: n for n in result.not_evaluated}
+    assert "coalescing.global-loads" in skipped
+    entry = skipped["coalescing.global-loads"]
+    assert "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio" in entry.missing
+    assert "MemoryWorkloadAnalysis_Tables" in entry.collect_with
+    assert "--set full" in entry.collect_with
+    # What the basic set does hold is still evaluated.
+    assert any(f.rule == "launch-config.small-grid" for f in result.findings)
+
+
+def test_full_set_report_evaluates_every_kernel_rule():
+    result = analyze(read_report(FORMS / "forms_app.ncu-rep"))
+    assert result.not_evaluated == []
