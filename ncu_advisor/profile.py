@@ -68,7 +68,7 @@ _NCU_LINE = re.compile(r"^==(PROF|WARNING|ERROR|INFO)== ?(.*)$")
 # A line can carry a second ncu message when one interrupts a kernel's progress dots.
 _EMBEDDED_NCU = re.compile(r"(?<=.)(?===(?:PROF|WARNING|ERROR|INFO)==)")
 # `Profiling "name" - 3: 0%....50%....100% - 38 passes`, with `- 3 (4/12):` under `-c 12`;
-# under `-k` ncu 2025.3 leaves the launch ID out: `Profiling "saxpy": 0%...`.
+# under `-k` ncu 2025.3 prints neither: `Profiling "saxpy": 0%...` (also with `-c`).
 _PROFILING = re.compile(
     r'^Profiling "(?P<name>.*)"(?: - (?P<id>\d+))?(?: \((?P<n>\d+)/(?P<total>\d+)\))?:'
     r"(?P<rest>.*)$"
@@ -321,19 +321,17 @@ def build_ncu_command(
 
 
 def build_import_command(
-    ncu: str | os.PathLike[str],
-    rep_path: str | os.PathLike[str],
-    *,
-    page: str | None = None,
-    nvtx: bool = False,
+    ncu: str | os.PathLike[str], rep_path: str | os.PathLike[str], *, page: str | None = None
 ) -> list[str]:
-    """Build ``ncu --import REP --csv [--page PAGE] --print-units base [--nvtx]``.
+    """Build ``ncu --import REP --csv [--page PAGE] --print-units base``.
+
+    A report taken with ``--nvtx`` gets its NVTX columns on import without asking (ncu 2025.3
+    refuses ``--nvtx`` together with ``--import``).
 
     Args:
         ncu: The ncu executable.
         rep_path: The ``.ncu-rep`` report.
         page: ``"raw"`` for the raw page; None for the details page (with ncu's rule rows).
-        nvtx: Add the NVTX columns (when the report was taken with ``--nvtx``).
 
     Returns:
         The command as a list of strings.
@@ -344,8 +342,6 @@ def build_import_command(
         cmd += ["--page", page]
     # Imports default to auto-scaled units per row; base units are one unit per metric.
     cmd += ["--print-units", "base"]
-    if nvtx:
-        cmd.append("--nvtx")
     return cmd
 
 
@@ -372,15 +368,12 @@ def _import(cmd: list[str], dest: Path) -> None:
         raise ProfilingError(f"ncu could not export {cmd[2]} as CSV ({' '.join(cmd[3:])}): {why}")
 
 
-def export_csvs(
-    ncu: str | os.PathLike[str], rep_path: str | os.PathLike[str], *, nvtx: bool = False
-) -> tuple[Path, Path]:
+def export_csvs(ncu: str | os.PathLike[str], rep_path: str | os.PathLike[str]) -> tuple[Path, Path]:
     """Export a report's raw and details pages as CSV, next to it.
 
     Args:
         ncu: The ncu executable.
         rep_path: The ``.ncu-rep`` report, e.g. ``out/app.ncu-rep``.
-        nvtx: Add the NVTX columns.
 
     Returns:
         ``(raw_csv, details_csv)``: ``out/app.raw.csv`` and ``out/app.details.csv``.
@@ -392,8 +385,8 @@ def export_csvs(
     rep = Path(rep_path)
     raw = rep.with_name(_stem(rep) + ".raw.csv")
     details = rep.with_name(_stem(rep) + ".details.csv")
-    _import(build_import_command(ncu, rep, page="raw", nvtx=nvtx), raw)
-    _import(build_import_command(ncu, rep, nvtx=nvtx), details)
+    _import(build_import_command(ncu, rep, page="raw"), raw)
+    _import(build_import_command(ncu, rep), details)
     return raw, details
 
 
@@ -698,8 +691,8 @@ def run_profile(
 
     if output.permission_denied:
         raise ProfilingError(_PERM_MESSAGE)
-    if output.report and Path(output.report).is_file():
-        rep = Path(output.report)
+    if not rep.is_file() and output.report and Path(output.report).is_file():
+        rep = Path(output.report)  # ncu chose another name than the one asked for
     app_exit = output.app_exit_code
     if app_exit is None and returncode == 0:
         app_exit = 0
@@ -713,7 +706,7 @@ def run_profile(
             f"{'; ' + output.log[-1] if output.log else ''})"
         )
 
-    raw_csv, details_csv = export_csvs(ncu_path, rep, nvtx=nvtx)
+    raw_csv, details_csv = export_csvs(ncu_path, rep)
     kernels = _count_launches(raw_csv)
     if kernels == 0:
         raise ProfilingError(_nothing_profiled(kernel_name, extra, app_exit, output.available))
