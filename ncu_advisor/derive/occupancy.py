@@ -44,9 +44,9 @@ NCU_CONFIG_SIZE = "launch__shared_mem_config_size"
 # On the H200 the driver never chose more than this carveout just to leave room for extra
 # blocks (it goes higher only when the kernel's own occupancy needs it); see docs/occupancy.md.
 _DRIVER_ROOM_CAP = 132 * KIB
-# Block sizes at which the driver's carveout for kernels without shared memory steps down
-# (H200, driver 580): below 512 threads 32 KiB, below 768 threads 16 KiB, else 8 KiB.
-_NO_SMEM_STEPS = ((512, 32 * KIB), (768, 16 * KIB), (None, 8 * KIB))
+# Warps per block at which the driver's carveout for kernels without shared memory steps down
+# (H200, driver 580): below 16 warps 32 KiB, below 24 warps 16 KiB, else 8 KiB.
+_NO_SMEM_STEPS = ((16, 32 * KIB), (24, 16 * KIB), (None, 8 * KIB))
 
 
 @dataclass(frozen=True)
@@ -191,63 +191,84 @@ def predict_shared_mem_config(
     spec: ArchSpec,
     block_size: int,
     blocks_other: int,
-    smem_alloc: int,
+    shared_mem_per_block: int,
     preferred_carveout_pct: int | None = None,
 ) -> int:
     """Predict the shared-memory carveout the CUDA driver configures for a launch.
 
     The driver's choice is not documented; this reproduces what Nsight Compute reported for
-    every default launch measured on an H200 with driver 580 (see ``docs/occupancy.md``):
+    every launch of two probes on an H200 with driver 580 (see ``docs/occupancy.md``).  Without
+    a carveout preference:
 
     * it never lowers occupancy: the carveout holds at least the blocks the other limits allow
       (or as many as the largest carveout holds);
     * with shared memory in use it leaves room for twice those blocks, but grows past
-      132 KiB only when the occupancy itself needs it; a block of 1024 threads or a kernel
-      with one block per SM gets no extra room;
-    * without shared memory (only the driver's reserved 1 KiB) it steps by block size:
-      32 KiB below 512 threads, 16 KiB below 768, 8 KiB from 768 (8 KiB for one block).
+      132 KiB only when the occupancy itself needs it; a kernel with one block per SM gets no
+      extra room, and blocks of more than 28 warps get less (``32 - warps`` blocks in all);
+    * without shared memory (only the driver's reserved 1 KiB) it steps by warps per block:
+      32 KiB below 16 warps, 16 KiB below 24, else 8 KiB (8 KiB too for one block per SM).
 
-    A ``cudaFuncAttributePreferredSharedMemoryCarveout`` percentage raises the carveout to
-    at least that share of the maximum (aligned up), and may lower it to as little as one
-    block needs, as the driver treats it.
+    With a preference ``p`` % (``cudaFuncAttributePreferredSharedMemoryCarveout``; the cache
+    configs PreferL1 / PreferEqual / PreferShared act as 0 / 50 / 100), the driver takes
+    ``p`` % of the SM's maximum, counts the blocks whose requested shared memory fits in it
+    (at least one), and configures room for that many whole blocks (driver reserve included),
+    or the preference aligned up, whichever is larger.  A kernel without shared memory gets
+    the larger of the aligned preference and the default choice.
 
     Args:
         spec: the architecture.
         block_size: threads per block.
         blocks_other: blocks per SM allowed by registers, warps and the block slots.
-        smem_alloc: shared memory per block as allocated (reserved part and rounding included).
+        shared_mem_per_block: static + dynamic shared memory per block requested, bytes
+            (without the driver's reserved part).
         preferred_carveout_pct: the kernel's carveout preference (0-100), ``None`` for none.
 
     Returns:
         The carveout in bytes, one of ``spec.shared_mem_carveouts``.
 
+    Raises:
+        NcuAdviseError: a preference outside 0-100.
+
     """
     largest = spec.shared_mem_carveouts[-1]
+    smem_alloc = _round_up(shared_mem_per_block + spec.reserved_shared_mem_per_block,
+                           spec.shared_mem_alloc_unit)
+    warps = -(-block_size // spec.warp_size)
+    default = _default_config(spec, warps, blocks_other, smem_alloc, shared_mem_per_block)
+    if preferred_carveout_pct is None:
+        return default
+    if not 0 <= preferred_carveout_pct <= 100:
+        raise NcuAdviseError(f"carveout preference must be 0-100 %, got {preferred_carveout_pct}")
+    wanted = spec.shared_mem_per_sm * preferred_carveout_pct // 100
+    if shared_mem_per_block == 0:
+        return max(align_carveout(spec, wanted), default)
+    # The driver counts blocks by their requested shared memory, then adds its reserve.
+    blocks = max(1, wanted // shared_mem_per_block)
+    return max(align_carveout(spec, wanted), align_carveout(spec, min(blocks * smem_alloc,
+                                                                     largest)))
+
+
+def _default_config(spec: ArchSpec, warps: int, blocks_other: int, smem_alloc: int,
+                    smem_requested: int) -> int:
+    """Return the driver's carveout without a preference (:func:`predict_shared_mem_config`)."""
+    largest = spec.shared_mem_carveouts[-1]
     if smem_alloc <= 0 or blocks_other <= 0:
-        floor = 0
-    else:
-        fit = min(blocks_other, largest // smem_alloc)
-        floor = align_carveout(spec, fit * smem_alloc)
-    if preferred_carveout_pct is not None:
-        if not 0 <= preferred_carveout_pct <= 100:
-            raise NcuAdviseError(
-                f"carveout preference must be 0-100 %, got {preferred_carveout_pct}")
-        pref = align_carveout(spec, spec.shared_mem_per_sm * preferred_carveout_pct // 100)
-        # A preference smaller than one block is overridden by the smallest that fits one.
-        return max(pref, align_carveout(spec, smem_alloc))
-    if smem_alloc <= spec.reserved_shared_mem_per_block:
+        return align_carveout(spec, max(smem_alloc, 1))
+    fit = min(blocks_other, largest // smem_alloc)
+    floor = align_carveout(spec, fit * smem_alloc)
+    if smem_requested == 0:
         if blocks_other <= 1:
-            return max(floor, align_carveout(spec, max(smem_alloc, 1)))
-        for limit, size in _NO_SMEM_STEPS:
-            if limit is None or block_size < limit:
-                return max(floor, align_carveout(spec, size))
+            return floor
+        size = next(size for limit, size in _NO_SMEM_STEPS if limit is None or warps < limit)
+        return max(floor, align_carveout(spec, size))
     room = blocks_other
-    if blocks_other > 1 and block_size < spec.max_threads_per_block:
-        room = min(2 * blocks_other, spec.max_blocks_per_sm)
+    if blocks_other > 1:
+        biggest_block = spec.max_threads_per_block // spec.warp_size
+        room = min(2 * blocks_other, spec.max_blocks_per_sm,
+                   max(blocks_other, biggest_block - warps))
     cap = min(_DRIVER_ROOM_CAP, largest)
     wanted = room * smem_alloc
-    wanted_config = align_carveout(spec, wanted) if wanted <= cap else cap
-    return max(floor, wanted_config)
+    return max(floor, align_carveout(spec, wanted) if wanted <= cap else cap)
 
 
 def occupancy(
@@ -269,7 +290,8 @@ def occupancy(
         carveout: the SM's shared-memory configuration size in bytes when known (ncu's
             ``launch__shared_mem_config_size``); ``None`` predicts the driver's choice.
         preferred_carveout_pct: the kernel's ``cudaFuncAttributePreferredSharedMemoryCarveout``
-            (0-100) used for the prediction when ``carveout`` is ``None``.
+            (0-100; PreferL1 / PreferEqual / PreferShared cache configs are 0 / 50 / 100),
+            used for the prediction when ``carveout`` is ``None``.
 
     Returns:
         The limits, the limiter(s) and the theoretical occupancy.
@@ -301,7 +323,7 @@ def occupancy(
 
     if carveout is None:
         other = min(regs_limit, warps_limit, blocks_limit)
-        config = predict_shared_mem_config(spec, block_size, other, smem_alloc,
+        config = predict_shared_mem_config(spec, block_size, other, smem,
                                            preferred_carveout_pct)
         source = "predicted"
     else:
