@@ -395,8 +395,12 @@ def test_output_parser():
     assert out.app_exit_code == 7
     assert out.errors == ["Unknown Error on device 0."]
     assert out.report == "/tmp/a b/r.ncu-rep"
-    assert len(out.warnings) == 1 and len(out.warnings[0]) <= 210
-    assert len(out.log) == 5
+    assert out.warnings == ["ncu could not collect 6 metrics (x, x, ...); they read n/a"]
+    out.add("==WARNING== Note: Running with unmodified GPU clocks. If not controlled otherwise, "
+            "profiling results may be inconsistent.")  # expected: we chose --clock-control none
+    out.add("==WARNING== " + "something new " * 30)
+    assert len(out.warnings) == 2 and len(out.warnings[1]) <= 210
+    assert len(out.log) == 7
 
 
 @pytest.mark.parametrize(("line", "launch", "total"), [
