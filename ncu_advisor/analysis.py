@@ -109,11 +109,12 @@ class Analysis:
                 groups[key] = g = {
                     "rule": f.rule, "category": f.category, "severity": f.severity,
                     "confidence": f.confidence, "title": f.title, "kernel": kernel,
-                    "kernel_ids": [], "launches": 0, "estimated_saving_ns": 0.0,
+                    "kernel_ids": [], "launch_ids": [], "launches": 0, "estimated_saving_ns": 0.0,
                     "has_estimate": False, "advice": f.advice, "demo": f.demo,
                     "evidence": f.evidence,
                 }
             g["kernel_ids"].extend(ids)
+            g["launch_ids"].extend([f.launch] if f.launch is not None else f.launch_ids)
             g["launches"] += weight if f.launch is not None else len(ids)
             g["estimated_saving_ns"] += saving
             g["has_estimate"] |= f.estimated_saving_ns is not None

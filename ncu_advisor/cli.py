@@ -54,6 +54,10 @@ def write_atomic(path: Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        # mkstemp creates 0600; give the report the permissions a normal file would get.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -333,6 +337,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # noqa: BLE001 - a bug must still not dump a traceback on users
+        if os.environ.get("NCU_ADVISE_DEBUG"):
+            raise
+        typer.echo(f"ncu-advise: internal error: {type(exc).__name__}: {exc} (a bug: please "
+                   "report it; set NCU_ADVISE_DEBUG=1 to see the traceback)", err=True)
+        return 70
     return 0
 
 

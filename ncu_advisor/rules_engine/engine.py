@@ -36,6 +36,7 @@ class Finding:
     references: list[str] = field(default_factory=list)
     launch: int | None = None
     kernel_ids: list[int] = field(default_factory=list)
+    launch_ids: list[int] = field(default_factory=list)  # application findings: launches
 
     def to_dict(self) -> dict:
         """Return the JSON form (contract field names)."""

@@ -106,6 +106,7 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
             estimated_saving_ns=pct / 100.0 * duration if pct is not None else None,
             demo=rule.demo, references=list(rule.references), launch=None,
             kernel_ids=[int(launches.set_index("launch").at[c, "id"]) for c in chain],
+            launch_ids=[int(c) for c in chain],
         ))
     return findings, []
 
@@ -118,7 +119,8 @@ def hot_spots(rule: Rule, quantities: pd.DataFrame,
     if not total or launches["short_name"].nunique() < 2:
         return [], []
     by_name = launches.assign(time=time).groupby("short_name", sort=False).agg(
-        time=("time", "sum"), ids=("id", list), count=("launch", "size"))
+        time=("time", "sum"), ids=("id", list), launch_ids=("launch", list),
+        count=("launch", "size"))
     findings = []
     for name, row in by_name.sort_values("time", ascending=False).iterrows():
         share = 100.0 * row["time"] / total
@@ -137,7 +139,8 @@ def hot_spots(rule: Rule, quantities: pd.DataFrame,
             explanation=render_text(rule.explanation.strip(), values),
             estimated_speedup_pct=None, estimated_saving_ns=None, demo=rule.demo,
             references=list(rule.references), launch=None,
-            kernel_ids=[int(i) for i in row["ids"]],
+            kernel_ids=[int(i) for i in row["ids"] if not pd.isna(i)],
+            launch_ids=[int(i) for i in row["launch_ids"]],
         ))
     return findings, []
 
