@@ -557,6 +557,8 @@ _INPUT_METRICS = {
     "shared_mem_config": NCU_CONFIG_SIZE,
 }
 _BYTE_METRICS = ("launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic")
+# cudaFuncSetCacheConfig preferences as the carveout percentages the driver applies.
+_CACHE_CONFIG_PCT = {"CachePreferL1": 0, "CachePreferEqual": 50, "CachePreferShared": 100}
 _DECIMALS = re.compile(r"\.(\d+)\s*$")
 
 
@@ -608,6 +610,9 @@ def _inputs(report: Report) -> pd.DataFrame:
                      + minor.fillna(0).astype("Int64").astype("string"))
         cc = cc.fillna(from_attr)
     frame["cc"] = cc
+    cache = m[m["metric"] == "launch__func_cache_config"].drop_duplicates("launch")
+    frame["carveout_pct"] = (cache.set_index("launch")["text"].map(_CACHE_CONFIG_PCT)
+                             .reindex(frame.index))
     return frame
 
 
@@ -632,7 +637,8 @@ def occupancy_from_report(report: Report, what_if_registers: int = 8) -> pd.Data
         One row per launch (index ``launch``).  Calculator columns: ``cc``, ``block_size``,
         ``registers_per_thread``, ``shared_mem_per_block``, ``shared_mem_config``
         (the carveout used: ncu's when reported, else predicted),
-        ``predicted_shared_mem_config``, ``calc_limit_<resource>``, ``calc_limiter``,
+        ``predicted_shared_mem_config`` (the driver's choice as modelled, honouring a
+        ``launch__func_cache_config`` preference), ``calc_limit_<resource>``, ``calc_limiter``,
         ``calc_active_blocks``, ``calc_active_warps``, ``calc_theoretical_pct``,
         ``recommended_block_size``, ``recommended_theoretical_pct``,
         ``what_if_fewer_regs_pct``; ncu's own values under their metric names
@@ -657,8 +663,10 @@ def occupancy_from_report(report: Report, what_if_registers: int = 8) -> pd.Data
             res = occupancy(str(row["cc"]), int(row["block_size"]),
                             int(round(row["registers_per_thread"])), int(round(smem)),
                             carveout=None if pd.isna(config) else float(config))
+            pct = row["carveout_pct"]
             predicted = occupancy(res.cc, res.block_size, res.registers_per_thread,
-                                  res.shared_mem_per_block)
+                                  res.shared_mem_per_block,
+                                  preferred_carveout_pct=None if pd.isna(pct) else int(pct))
             best = best_block_size(res.cc, res.registers_per_thread, res.shared_mem_per_block)
             fewer = fewer_registers(res, what_if_registers)
         except NcuAdviseError:  # e.g. a compute capability outside the table
