@@ -245,7 +245,7 @@ def _profile_demo(name: str) -> None:
     result = run_profile(sys.executable, ["-m", "ncu_advisor.demos", "once", name],
                          out_dir=out_dir, extra=("--profile-from-start", "off"))
     _warn(result.warnings)
-    report = read_report(result.rep_path)
+    report = read_report([result.raw_csv, result.details_csv])
     typer.echo(render_text(run_analysis(report).to_dict()))
     typer.echo(f"report kept in {out_dir}", err=True)
 
@@ -286,13 +286,13 @@ def profile_cmd(
     result = run_profile(program, args, out_dir=output, section_set=section_set,
                          kernel_name=kernel_name, launch_count=launch_count, nvtx=nvtx,
                          extra=tuple(extra))
-    report = read_report(result.rep_path)
+    # The CSVs that this ncu exported read the same everywhere; the .ncu-rep (kept beside
+    # them) needs the ncu_report module, whose copy inside ncu 2025.3 crashed on the H200 machine.
+    report = read_report([result.raw_csv, result.details_csv])
     report.warnings[:0] = list(result.warnings)
     analysis = run_analysis(report, rules_dirs=rules, command=[program, *args])
-    analysis.extra_session.update({
-        "ncu_version": result.ncu_version, "set": section_set,
-        "clock_control": "none", "program_exit_code": result.program_exit_code,
-    })
+    analysis.extra_session.update(result.session_facts())
+    analysis.extra_session["program_exit_code"] = result.program_exit_code
     data = analysis.to_dict(include_metrics=True)
     write_atomic(output / "report.json", json.dumps(data, indent=2, allow_nan=False) + "\n")
     write_atomic(output / "report.html", render_html(data))
