@@ -84,3 +84,22 @@ class Report:
     def __repr__(self) -> str:
         return (f"Report({len(self.launches)} launches, {len(self.metrics)} metric values, "
                 f"{len(self.ncu_rules)} ncu rule results, sources={self.sources!r})")
+
+
+def subset(report: Report, launches: list[int]) -> Report:
+    """Return a Report restricted to some launches (renumbered 0..n-1, order kept)."""
+    keep = [int(x) for x in launches]
+    order = {old: new for new, old in enumerate(keep)}
+    lmask = report.launches["launch"].isin(keep)
+    mmask = report.metrics["launch"].isin(keep)
+    rmask = report.ncu_rules["launch"].isin(keep)
+    return Report(
+        launches=report.launches[lmask].assign(
+            launch=report.launches.loc[lmask, "launch"].map(order)).reset_index(drop=True),
+        metrics=report.metrics[mmask].assign(
+            launch=report.metrics.loc[mmask, "launch"].map(order)).reset_index(drop=True),
+        ncu_rules=report.ncu_rules[rmask].assign(
+            launch=report.ncu_rules.loc[rmask, "launch"].map(order)).reset_index(drop=True),
+        session=dict(report.session), sources=list(report.sources),
+        warnings=list(report.warnings),
+    )

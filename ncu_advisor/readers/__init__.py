@@ -26,8 +26,9 @@ _SESSION_METRICS = {
 }
 
 
-def _expand(paths: Iterable[str | os.PathLike]) -> list[Path]:
-    files: list[Path] = []
+def _expand(paths: Iterable[str | os.PathLike]) -> list[tuple[Path, bool]]:
+    """List the files to read; the flag says whether the file was found in a directory."""
+    files: list[tuple[Path, bool]] = []
     for p in paths:
         path = Path(p)
         if path.is_dir():
@@ -35,9 +36,9 @@ def _expand(paths: Iterable[str | os.PathLike]) -> list[Path]:
                            and f.suffix.lower() in (".csv", ".ncu-rep"))
             if not found:
                 raise ReportParseError(f"{path}: directory holds no .csv or .ncu-rep reports")
-            files.extend(found)
+            files.extend((f, True) for f in found)
         elif path.exists():
-            files.append(path)
+            files.append((path, False))
         else:
             raise ReportParseError(f"{path}: no such file or directory")
     if not files:
@@ -128,8 +129,18 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Repor
     """
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
-    parts = [read_one(p) for p in _expand(paths)]
-    launches, metrics, rules, warnings, session = [], [], [], [], {}
+    parts, skipped = [], []
+    for path, from_dir in _expand(paths):
+        try:
+            parts.append(read_one(path))
+        except ReportParseError as exc:
+            if not from_dir:
+                raise
+            # Folders may hold other CSVs: skip what is not a report, and say so.
+            skipped.append(f"skipped {exc}")
+    if not parts:
+        raise ReportParseError(f"no readable Nsight Compute report among the inputs ({skipped[0]})")
+    launches, metrics, rules, warnings, session = [], [], [], list(skipped), {}
     offset = 0
     for part in parts:
         launches.append(part.launches.assign(launch=part.launches["launch"] + offset))

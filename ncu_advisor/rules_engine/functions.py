@@ -111,6 +111,79 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
     return findings, []
 
 
+def multi_pass(rule: Rule, quantities: pd.DataFrame,
+               launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
+    """Find consecutive memory-bound launches that each stream the same input again.
+
+    A multi-pass algorithm (max pass, sum pass, normalize pass) shows up as back-to-back
+    launches on one stream that read about the same number of DRAM bytes (within 25%), where
+    at least two of them write little (under a tenth of what they read: per-row statistics).
+    One pass that computes the statistics online reads the input once.
+    """
+    skipped = _missing(rule, quantities)
+    if skipped:
+        return [], [skipped]
+    q = quantities.reindex(launches["launch"])
+    order = launches.sort_values(["source", "launch"])
+    groups: list[list[int]] = []
+    current: list[int] = []
+    prev = None
+    for _, row in order.iterrows():
+        launch = int(row["launch"])
+        streams = q.at[launch, "mem_pct"] >= 50 and q.at[launch, "dram_read_bytes"] > 0
+        same_input = (
+            prev is not None and streams and current
+            and prev["source"] == row["source"] and prev["stream"] == row["stream"]
+            and prev["process_id"] == row["process_id"]
+            and abs(q.at[launch, "dram_read_bytes"] / q.at[current[0], "dram_read_bytes"] - 1)
+            <= 0.25
+        )
+        if same_input:
+            current.append(launch)
+        else:
+            if len(current) >= 2:
+                groups.append(current)
+            current = [launch] if streams else []
+        prev = row
+    if len(current) >= 2:
+        groups.append(current)
+
+    findings = []
+    by_launch = launches.set_index("launch")
+    for group in groups:
+        sub = q.loc[group]
+        reducing = int((sub["dram_write_bytes"] < 0.1 * sub["dram_read_bytes"]).sum())
+        if reducing < 2:
+            continue
+        reads = float(sub["dram_read_bytes"].sum())
+        writes = float(sub["dram_write_bytes"].sum())
+        ideal = float(sub["dram_read_bytes"].max()) + writes
+        pct = max(0.0, 1.0 - ideal / (reads + writes)) * 100.0
+        duration = float(by_launch.loc[group, "duration_ns"].sum())
+        values = {"passes": float(len(group)), "saving_pct": pct,
+                  "read_multiple": reads / float(sub["dram_read_bytes"].max())}
+        names = by_launch.loc[group, "short_name"].tolist()
+        findings.append(Finding(
+            rule=rule.id, category=rule.category, severity=_severity(rule, sub.iloc[0].to_dict()),
+            confidence=rule.confidence,
+            title=render_text(rule.title, values) + ": " + " -> ".join(names),
+            evidence={"dram_read_bytes_passes": {"value": reads, "unit": "byte",
+                                                 "label": "DRAM bytes read by all passes"},
+                      "dram_read_bytes_once": {"value": float(sub["dram_read_bytes"].max()),
+                                               "unit": "byte",
+                                               "label": "DRAM bytes of one pass over the input"},
+                      **evidence_of(rule.evidence, sub.iloc[0].to_dict())},
+            advice=render_text(rule.fix.strip(), values),
+            explanation=render_text(rule.explanation.strip(), values),
+            estimated_speedup_pct=pct, estimated_saving_ns=pct / 100.0 * duration,
+            demo=rule.demo, references=list(rule.references), launch=None,
+            kernel_ids=[int(by_launch.at[g, "id"]) for g in group
+                        if not pd.isna(by_launch.at[g, "id"])],
+            launch_ids=[int(g) for g in group],
+        ))
+    return findings, []
+
+
 def hot_spots(rule: Rule, quantities: pd.DataFrame,
               launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
     """Name the kernels (grouped by name) that take at least 20% of the GPU time."""
@@ -147,5 +220,6 @@ def hot_spots(rule: Rule, quantities: pd.DataFrame,
 
 FUNCTIONS: dict[str, RuleFunction] = {
     "fusion_chain": fusion_chain,
+    "multi_pass": multi_pass,
     "hot_spots": hot_spots,
 }
