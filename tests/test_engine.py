@@ -93,7 +93,7 @@ def test_condition_grammar():
 def test_estimates():
     rule = load_rule_file(builtin_rules_dir() / "coalescing.global-loads.toml")
     row = {"global_ld_bytes_per_sector": 8.0, "mem_pct": 80.0}
-    assert estimate_pct(rule, row) == pytest.approx((1 - 8 / 32) * 80)
+    assert estimate_pct(rule, row) == pytest.approx((1 - 8 / 32) * 100)
     assert estimate_pct(rule, {"global_ld_bytes_per_sector": np.nan, "mem_pct": 80}) is None
 
 

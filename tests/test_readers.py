@@ -22,7 +22,8 @@ APP_KERNELS = ["copy_coalesced", "copy_strided", "scale_vec", "scale_vec", "appl
                "saxpy", "saxpy", "saxpy", "tiny_reduce"]
 PER_LAUNCH_FORMS = sorted(p.name for p in FORMS.glob("forms_app.*.csv") if "summary" not in p.name)
 # Exports of forms_app.ncu-rep itself (the live runs are separate runs of the program).
-IMPORT_FORMS = [n for n in PER_LAUNCH_FORMS if n.startswith("forms_app.import.")]
+IMPORT_FORMS = [n for n in PER_LAUNCH_FORMS
+                if n.startswith("forms_app.import.") and "nvtx" not in n]
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +142,15 @@ def test_nvtx_columns_shift_nothing_and_give_ranges():
     assert report.launches["short_name"].tolist() == APP_KERNELS
     torch = read_report(FORMS / "torch_mlp.live.nvtx.csv")
     assert {"forward", "loss"} <= set(torch.launches["nvtx"].dropna())
+
+
+def test_nvtx_rename_changes_names_but_not_short_names():
+    plain = read_report(FORMS / "torch_mlp.import.basic.nvtx.csv").launches
+    renamed = read_report(FORMS / "torch_mlp.import.basic.nvtx-rename.csv").launches
+    assert renamed["name"].str.startswith(("forward/", "loss/")).sum() == 5
+    assert renamed["short_name"].tolist() == plain["short_name"].tolist()
+    # The rename also switches demangling style: "<4," becomes "<(int)4,".
+    assert plain["name"].str.contains("<4, ").any() and renamed["name"].str.contains("<(int)4, ", regex=False).any()
 
 
 def test_metrics_only_and_small_sets():

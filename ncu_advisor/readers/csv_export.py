@@ -161,6 +161,11 @@ def _launch_table(frame: pd.DataFrame, key_cols: list[str], path: Path) -> pd.Da
             out[f"{prefix}_{axis}"] = triples[i].to_numpy()
     nvtx_col = next((c for c in frame.columns if c.startswith("thread Domain")), None)
     out["nvtx"] = first[nvtx_col].map(nvtx_ranges).to_numpy() if nvtx_col else None
+    if nvtx_col:
+        # --print-nvtx-rename kernel prefixes the range: "copies/copy_coalesced(...)".
+        out["short_name"] = [
+            short_name(n[len(r) + 1:]) if isinstance(r, str) and n.startswith(r + "/") else s
+            for n, r, s in zip(out["name"], out["nvtx"], out["short_name"], strict=True)]
     out["duration_ns"] = np.nan
     out["invocations"] = 1
     return out, first
