@@ -142,9 +142,8 @@ class Analysis:
         rep = self.report
         total = self.total_time_ns
         kernels = []
-        rules_by_launch = {k: g for k, g in rep.ncu_rules.groupby("launch")} if len(
-            rep.ncu_rules) else {}
-        metrics_by_launch = ({k: g for k, g in rep.metrics.groupby("launch")}
+        rules_by_launch = _ncu_rules_by_launch(rep.ncu_rules)
+        metrics_by_launch = ({int(k): g for k, g in rep.metrics.groupby("launch")}
                              if include_metrics else {})
         for row in rep.launches.itertuples(index=False):
             launch = int(row.launch)
@@ -173,7 +172,7 @@ class Analysis:
                      "collect_with": n.collect_with}
                     for n in self.not_evaluated if n.launch == launch
                 ],
-                "ncu_rules": _ncu_rules(rules_by_launch.get(launch)),
+                "ncu_rules": rules_by_launch.get(launch, []),
             }
             if include_metrics:
                 entry["metrics"] = _metric_list(metrics_by_launch.get(launch))
@@ -229,12 +228,17 @@ def _finding_dict(f: Finding) -> dict:
     return _json_safe(d)
 
 
-def _ncu_rules(frame: pd.DataFrame | None) -> list[dict]:
-    if frame is None:
-        return []
+def _ncu_rules_by_launch(frame: pd.DataFrame) -> dict[int, list[dict]]:
+    """Ncu's rule results as JSON records, grouped by launch (one pass over the table)."""
     cols = ["rule", "section", "type", "title", "description", "speedup_type", "speedup"]
-    records = frame[cols].astype(object).where(frame[cols].notna(), None).to_dict("records")
-    return [_json_safe(r) for r in records]
+    out: dict[int, list[dict]] = {}
+    if frame is None or frame.empty:
+        return out
+    table = frame[["launch", *cols]].astype(object).where(frame[["launch", *cols]].notna(), None)
+    for row in table.itertuples(index=False):
+        record = {c: getattr(row, c) for c in cols}
+        out.setdefault(int(row.launch), []).append(_json_safe(record))
+    return out
 
 
 def _metric_list(frame: pd.DataFrame | None) -> list[dict]:
@@ -275,6 +279,7 @@ def analyze(report: Report, rules: list[Rule] | None = None,
         rules_dirs: extra folders of rule files (``--rules DIR``).
         measured_bandwidth: a measured DRAM roof in byte/s, shown beside the datasheet one.
         command: the profiled command line, when the analysis comes from ``ncu-advise ./app``.
+
     """
     if rules is None:
         rules = load_rules(rules_dirs)

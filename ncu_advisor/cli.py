@@ -11,7 +11,7 @@ import os
 import shutil
 import sys
 import tempfile
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -30,7 +30,7 @@ app = typer.Typer(
 )
 
 
-class OutputFormat(str, Enum):
+class OutputFormat(StrEnum):
     """Output formats of ``analyze``."""
 
     text = "text"
@@ -38,7 +38,7 @@ class OutputFormat(str, Enum):
     html = "html"
 
 
-class ExportFormat(str, Enum):
+class ExportFormat(StrEnum):
     """Table formats of ``export``."""
 
     parquet = "parquet"

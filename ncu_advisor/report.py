@@ -1,4 +1,4 @@
-"""The Report: every reader produces these plain pandas tables, nothing downstream sees file forms."""
+"""The Report: every reader produces these plain pandas tables; nothing downstream sees forms."""
 
 from __future__ import annotations
 
@@ -37,6 +37,7 @@ class Report:
         session: device and tool facts found in the inputs (GPU, SM count, clocks, ...).
         sources: the files read.
         warnings: what was skipped or looked suspicious while reading, one line each.
+
     """
 
     launches: pd.DataFrame

@@ -42,7 +42,8 @@ def main(paths: list[str]) -> None:
     key = ["section", "body_item", "label", "occurrence"]
     conflicts = rows[rows.duplicated(key, keep=False)]
     if not conflicts.empty:
-        print(f"dropping {conflicts[key].drop_duplicates().shape[0]} conflicting keys", file=sys.stderr)
+        n = conflicts[key].drop_duplicates().shape[0]
+        print(f"dropping {n} conflicting keys", file=sys.stderr)
     rows = rows.drop_duplicates(key, keep=False).sort_values(key)
     OUT.parent.mkdir(parents=True, exist_ok=True)
     rows.to_csv(OUT, index=False)

@@ -58,7 +58,7 @@ def main() -> None:
               f"{tp / (tp + fn):.0%}); {tn} of {fp + tn} good variants silent "
               f"(precision {tp / (tp + fp):.0%}).")
         return
-    for name, role, kernels, fs in rows:
+    for name, role, _kernels, fs in rows:
         text = ", ".join(f"{r} ({s})" for r, s in sorted(fs)) or "-"
         print(f"{name:15} {role:4} {text}")
     for name, paths in OTHER.items():

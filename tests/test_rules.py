@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import tomllib
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -27,7 +27,7 @@ OTHER_CAPTURES = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def capture(name: str) -> Report:
     if name in OTHER_CAPTURES:
         return read_report(OTHER_CAPTURES[name])
@@ -35,7 +35,7 @@ def capture(name: str) -> Report:
     return read_report([demos / f"{name}.raw.csv", demos / f"{name}.details.csv"])
 
 
-@lru_cache(maxsize=None)
+@cache
 def findings(name: str, variant: str) -> list:
     report = capture(name)
     if variant != "all":

@@ -137,7 +137,7 @@ def roofline_for(wide_row: pd.Series, q: pd.Series, gpu: str | None,
         source = f"datasheet table ({gpu})"
     elif table and np.isnan(levels["dram"]["peak_bandwidth"]):
         levels["dram"]["peak_bandwidth"] = table["dram"]
-    total_flops = np.nansum([v for v in flops.values()]) if any(
+    total_flops = np.nansum(list(flops.values())) if any(
         not np.isnan(v) for v in flops.values()) else np.nan
     for level in levels.values():
         level["intensity"] = (total_flops / level["bytes"]

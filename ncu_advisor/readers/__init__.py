@@ -126,6 +126,7 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Repor
 
     Raises:
         ReportParseError: an input is missing, empty, or not an Nsight Compute export.
+
     """
     if isinstance(paths, str | os.PathLike):
         paths = [paths]

@@ -7,36 +7,33 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from ..units import normalize_unit
-
-# "8,388,608 (3,145,728; 2,097,152; ...)" (instanced) or "1 (0-15)" (NUMA): the aggregate
-# comes first.
-_INSTANCES = re.compile(r"\s+\(.*\)$")
 _TRIPLE = re.compile(r"\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)")
 # ncu metric names are lower-case identifiers with underscores ("inst_executed",
 # "dram__bytes_read.sum"); labels have capitals or spaces ("Duration", "DRAM Throughput").
 METRIC_NAME = re.compile(r"^[a-z0-9.]*_[a-z0-9_.]*$")
 
 
-def parse_numbers(text: pd.Series) -> pd.Series:
-    """Parse exported value texts into floats, vectorized.
+_NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
+
+
+def parse_numbers(text: pd.Series | np.ndarray) -> np.ndarray:
+    """Parse exported value texts into floats, vectorized in Arrow's C++ kernels.
 
     Handles thousands separators, ``aggregate (v1; v2; ...)`` instanced values, scientific
     notation, and ``n/a``/``nan``/``no data``/strings (NaN).
     """
-    s = text.fillna("").astype(str).str.strip()
-    s = s.str.replace(_INSTANCES, "", regex=True).str.replace(",", "", regex=False)
-    return pd.to_numeric(s, errors="coerce").astype("float64")
-
-
-def to_base_units(values: pd.Series, units: pd.Series) -> tuple[pd.Series, pd.Series]:
-    """Convert values to base units, one factor per distinct unit string."""
-    units = units.fillna("").astype(str)
-    table = {u: normalize_unit(u) for u in units.unique()}
-    base = units.map({u: b for u, (b, _) in table.items()})
-    factor = units.map({u: f for u, (_, f) in table.items()}).astype("float64")
-    return values * factor, base
+    arr = pa.array(np.asarray(text, dtype=object) if not isinstance(text, pd.Series)
+                   else text.astype(object).where(text.notna(), None), type=pa.string())
+    arr = pc.utf8_trim_whitespace(arr)
+    # "8,388,608 (3,145,728; 2,097,152; ...)" (instanced) or "1 (0-15)" (NUMA): the aggregate
+    # comes first.
+    arr = pc.replace_substring_regex(arr, r"\s+\(.*\)$", "")
+    arr = pc.replace_substring(arr, ",", "")
+    numeric = pc.if_else(pc.match_substring_regex(arr, _NUMBER), arr, pa.scalar(None, pa.string()))
+    return pc.cast(numeric, pa.float64()).to_numpy(zero_copy_only=False)
 
 
 def parse_triples(text: pd.Series) -> pd.DataFrame:

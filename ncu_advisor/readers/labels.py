@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib import resources
 
+import numpy as np
 import pandas as pd
 
 KEY = ["section", "body_item", "label", "occurrence"]
@@ -26,16 +27,43 @@ def label_table() -> pd.DataFrame:
     return table
 
 
+def _codes(values) -> tuple[np.ndarray, int]:
+    codes, uniques = pd.factorize(pd.Series(values).astype(object).fillna(""), sort=False)
+    return codes.astype(np.int64), len(uniques)
+
+
 def resolve_labels(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Fill ``metric`` for rows that only carry a label, using the shipped table."""
-    need = metrics["metric"].isna() & metrics["label"].notna()
+    """Fill ``metric`` for rows that only carry a label, using the shipped table.
+
+    Vectorized over integer keys: rows are grouped by (section, body item, label), numbered
+    within each launch (the occurrence), and only the distinct keys are looked up.
+    """
+    need = (metrics["metric"].isna() & metrics["label"].notna()).to_numpy()
     if not need.any():
         return metrics
+    sub = metrics.loc[need]
+    sec, n_sec = _codes(sub["section"])
+    body, n_body = _codes(sub["body_item"]) if "body_item" in sub else (np.zeros(len(sub),
+                                                                               np.int64), 1)
+    lab, n_lab = _codes(sub["label"])
+    combo = (sec * n_body + body) * n_lab + lab
+    per_launch = sub["launch"].to_numpy().astype(np.int64) * (n_sec * n_body * n_lab) + combo
+    occurrence = pd.Series(per_launch).groupby(per_launch, sort=False).cumcount().to_numpy()
+    key = combo * 1_000_000 + occurrence
+    uniq, inverse = np.unique(key, return_inverse=True)
+    first = np.zeros(len(uniq), dtype=np.int64)
+    first[inverse[::-1]] = np.arange(len(key))[::-1]
+    lookup = pd.DataFrame({
+        "section": sub["section"].to_numpy(dtype=object)[first],
+        "body_item": (sub["body_item"].to_numpy(dtype=object)[first] if "body_item" in sub
+                      else ""),
+        "label": sub["label"].to_numpy(dtype=object)[first],
+        "occurrence": occurrence[first],
+    })
+    lookup["body_item"] = lookup["body_item"].fillna("")
+    found = lookup.merge(label_table(), on=KEY, how="left")["metric"].to_numpy(dtype=object)
     metrics = metrics.copy()
-    metrics["body_item"] = metrics["body_item"].fillna("")
-    metrics["occurrence"] = metrics.groupby(
-        ["launch", "section", "body_item", "label"], sort=False).cumcount()
-    todo = metrics.loc[need, KEY].reset_index()
-    found = todo.merge(label_table(), on=KEY, how="left").set_index("index")["metric"]
-    metrics.loc[found.index, "metric"] = found.to_numpy()
-    return metrics.drop(columns="occurrence")
+    column = metrics["metric"].to_numpy(dtype=object).copy()
+    column[need] = found[inverse]
+    metrics["metric"] = column
+    return metrics

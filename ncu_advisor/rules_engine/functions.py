@@ -15,7 +15,8 @@ from ..derive.quantities import metrics_of
 from .engine import Finding, NotEvaluated, collect_with, evidence_of, render_text
 from .schema import Rule
 
-RuleFunction = Callable[[Rule, pd.DataFrame, pd.DataFrame], tuple[list[Finding], list[NotEvaluated]]]
+RuleResult = tuple[list[Finding], list[NotEvaluated]]
+RuleFunction = Callable[[Rule, pd.DataFrame, pd.DataFrame], RuleResult]
 
 
 def _missing(rule: Rule, quantities: pd.DataFrame) -> NotEvaluated | None:
@@ -31,6 +32,12 @@ def _severity(rule: Rule, row: dict) -> str:
     from .engine import _evaluate
 
     return next(s.level for s in rule.severity if s.when is None or _evaluate(s.when, row))
+
+
+def _same_stream(prev, row) -> bool:
+    """Two launches ran back to back in one process and stream of one input file."""
+    return (prev.source == row.source and prev.stream == row.stream
+            and prev.process_id == row.process_id)
 
 
 def _reads_previous_output(cur: pd.Series, prev: pd.Series) -> bool:
@@ -61,13 +68,12 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
     chains: list[list[int]] = []
     current: list[int] = []
     prev = None
-    for _, row in order.iterrows():
-        launch = int(row["launch"])
+    for row in order.itertuples(index=False):
+        launch = int(row.launch)
         linked = (
             prev is not None and bool(memory_bound.get(launch, False))
-            and prev["source"] == row["source"] and prev["stream"] == row["stream"]
-            and prev["process_id"] == row["process_id"]
-            and _reads_previous_output(q.loc[launch], q.loc[int(prev["launch"])])
+            and _same_stream(prev, row)
+            and _reads_previous_output(q.loc[launch], q.loc[int(prev.launch)])
         )
         if linked and current:
             current.append(launch)
@@ -128,13 +134,11 @@ def multi_pass(rule: Rule, quantities: pd.DataFrame,
     groups: list[list[int]] = []
     current: list[int] = []
     prev = None
-    for _, row in order.iterrows():
-        launch = int(row["launch"])
+    for row in order.itertuples(index=False):
+        launch = int(row.launch)
         streams = q.at[launch, "mem_pct"] >= 50 and q.at[launch, "dram_read_bytes"] > 0
         same_input = (
-            prev is not None and streams and current
-            and prev["source"] == row["source"] and prev["stream"] == row["stream"]
-            and prev["process_id"] == row["process_id"]
+            prev is not None and streams and current and _same_stream(prev, row)
             and abs(q.at[launch, "dram_read_bytes"] / q.at[current[0], "dram_read_bytes"] - 1)
             <= 0.25
         )

@@ -127,6 +127,7 @@ class Estimate(_Strict):
       * ``fixed``: ``value`` percent.
     The result is multiplied by ``scale / 100`` when ``scale`` names a utilization quantity
     (the share of time the affected unit is the limiter), and clipped to 0..``cap``.
+
     """
 
     method: Literal["shortfall", "excess", "quantity", "fixed"]
