@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
+import textwrap
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -28,6 +30,9 @@ app = typer.Typer(
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+HTML_METRICS_LIMIT = 20
 
 
 class OutputFormat(StrEnum):
@@ -95,8 +100,10 @@ def analyze(
     rules: Annotated[list[Path] | None, typer.Option(
         "--rules", help="Folder of extra rule files (repeatable).")] = None,
     top: Annotated[int, typer.Option(help="How many findings the text output lists.")] = 10,
-    include_metrics: Annotated[bool, typer.Option(
-        "--include-metrics", help="Add every raw metric of every kernel to JSON/HTML.")] = False,
+    include_metrics: Annotated[bool | None, typer.Option(
+        "--include-metrics/--no-metrics", help="Add every raw metric of every kernel (JSON, "
+        "HTML appendix). Default: on for HTML reports of up to 20 launches.",
+        show_default=False)] = None,
     peak_bandwidth: Annotated[float | None, typer.Option(
         "--measured-bandwidth", help="A measured DRAM roof in GB/s, shown beside the "
         "datasheet peak (e.g. a device-to-device copy).")] = None,
@@ -108,7 +115,13 @@ def analyze(
     report = read_report(paths)
     result = run_analysis(report, rules_dirs=rules,
                           measured_bandwidth=peak_bandwidth * 1e9 if peak_bandwidth else None)
-    include = include_metrics or format is OutputFormat.html
+    include = include_metrics
+    if include is None:
+        # Raw metrics are ~2,000 per kernel of a full-set capture (about 1 MB of HTML each).
+        include = format is OutputFormat.html and len(report.launches) <= HTML_METRICS_LIMIT
+        if format is OutputFormat.html and not include:
+            report.warnings.append(f"raw-metric appendix left out ({len(report.launches)} "
+                                   f"launches > {HTML_METRICS_LIMIT}); add --include-metrics")
     text = render(result.to_dict(include_metrics=include), format, top)
     _warn(report.warnings)
     if output is None:
@@ -161,6 +174,7 @@ def rules_cmd(
     """List the rules with their docs, or show one."""
     from .derive.quantities import metrics_of
     from .rules_engine.loader import load_rules
+    from .rules_engine.schema import describe
 
     loaded = load_rules(rules)
     if rule_id is not None:
@@ -172,19 +186,36 @@ def rules_cmd(
             typer.echo(json.dumps(rule.model_dump(mode="json", by_alias=True), indent=2))
             return
         metrics = sorted({m for q in rule.requires for m in metrics_of(q)})
-        typer.echo(f"{rule.id}  [{rule.category}, confidence {rule.confidence}]")
-        typer.echo(f"  {rule.title}")
-        typer.echo(f"\nWhy:\n  {' '.join(rule.explanation.split())}")
-        typer.echo(f"\nFix:\n  {' '.join(rule.fix.split())}")
-        typer.echo(f"\nNeeds quantities: {', '.join(rule.requires) or '-'}")
-        typer.echo(f"Needs metrics: {', '.join(metrics) or '-'}")
+        width = min(shutil.get_terminal_size((100, 24)).columns, 100)
+
+        def block(title: str, text: str) -> None:
+            typer.echo(f"\n{title}:")
+            typer.echo(textwrap.fill(" ".join(text.split()), width, initial_indent="  ",
+                                     subsequent_indent="  "))
+
+        typer.echo(f"{rule.id}  [{rule.category}, confidence {rule.confidence}, "
+                   f"{rule.scope} scope]")
+        typer.echo(textwrap.fill(rule.title, width, initial_indent="  ", subsequent_indent="  "))
+        block("Why", rule.explanation)
+        block("Fix", rule.fix)
+        if rule.when is not None:
+            block("Fires when", describe(rule.when))
         if rule.function:
-            typer.echo(f"Implemented by: ncu_advisor.rules_engine.functions.{rule.function}")
-        typer.echo(f"Demo: {rule.demo or '-'}")
+            block("Found by", f"ncu_advisor.rules_engine.functions.{rule.function}")
+        steps = [f"{s.level} if {describe(s.when)}" if s.when else f"otherwise {s.level}"
+                 for s in rule.severity]
+        block("Severity", "; ".join(steps))
+        if rule.estimate:
+            e = rule.estimate
+            block("Estimated saving", f"{e.method} of {e.quantity or e.value}"
+                  + (f" against {e.target:g}" if e.target else "")
+                  + (f", scaled by {e.scale}" if e.scale else "") + f", at most {e.cap:g}%")
+        block("Needs", ", ".join(rule.requires) + " (metrics: " + ", ".join(metrics) + ")")
+        typer.echo(f"\nDemo: ncu-advise demo {rule.demo}" if rule.demo else "")
         for ref in rule.references:
             typer.echo(f"Reference: {ref}")
         if rule.notes:
-            typer.echo(f"Notes: {' '.join(rule.notes.split())}")
+            block("Notes", rule.notes)
         return
     if format is OutputFormat.json:
         typer.echo(json.dumps([{"id": r.id, "category": r.category, "title": r.title,
@@ -192,8 +223,13 @@ def rules_cmd(
                               indent=2))
         return
     width = max(len(r.id) for r in loaded)
+    columns = shutil.get_terminal_size((100, 24)).columns
+    typer.echo(f"{'rule':<{width}}  {'category':<14} what it finds")
     for r in sorted(loaded, key=lambda r: (r.category, r.id)):
-        typer.echo(f"{r.id:<{width}}  {r.category:<14} {' '.join(r.explanation.split())[:60]}…")
+        title = re.sub(r"\{[^{}]*\}", "N", r.title)
+        line = f"{r.id:<{width}}  {r.category:<14} {title}"
+        typer.echo(line if len(line) <= columns else line[: columns - 1] + "…")
+    typer.echo(f"\n{len(loaded)} rules; `ncu-advise rules ID` shows one in full.")
 
 
 @app.command("demo")

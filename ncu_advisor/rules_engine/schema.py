@@ -198,6 +198,22 @@ class Rule(_Strict):
         return names
 
 
+_OP_TEXT = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def describe(cond) -> str:
+    """Write a condition the way a person reads it: ``all(a < 16, b >= 2 x c)``."""
+    if isinstance(cond, All):
+        return "all(" + ", ".join(describe(c) for c in cond.all) + ")"
+    if isinstance(cond, Any_):
+        return "any(" + ", ".join(describe(c) for c in cond.any) + ")"
+    if isinstance(cond, Not):
+        return "not " + describe(cond.not_)
+    rhs = getattr(cond, cond.op)
+    right = f"{cond.times:g} x {rhs}" if cond.times != 1 else f"{rhs}"
+    return f"{cond.q} {_OP_TEXT[cond.op]} {right}"
+
+
 def model_fields_doc() -> dict[str, Any]:
     """Return the JSON schema of a rule file (for docs and editors)."""
     return Rule.model_json_schema(by_alias=True)
