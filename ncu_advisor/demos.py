@@ -41,6 +41,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from ncu_advisor.checklist import CATEGORIES
 from ncu_advisor.errors import DemoError
 
 __all__ = [
@@ -63,22 +64,7 @@ __all__ = [
 ]
 
 #: The checklist category ids, in the order of the table in CHECKLIST.md.
-CHECKLIST_IDS: tuple[str, ...] = (
-    "roofline",
-    "coalescing",
-    "coarsening",
-    "occupancy",
-    "launch-config",
-    "divergence",
-    "fusion",
-    "precision",
-    "privatization",
-    "tiling",
-    "math-rewrite",
-    "local-memory",
-    "bank-conflicts",
-    "fast-math",
-)
+CHECKLIST_IDS = CATEGORIES
 
 #: Comparison operators allowed at the start of a signature condition such as ``"< 8"``.
 CONDITION_OPERATORS: tuple[str, ...] = ("<=", ">=", "==", "<", ">")

@@ -114,31 +114,22 @@ def fmt_bytes(value: Any) -> str:
     return _scaled(v, [(1e15, "PB"), (1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "KB")])
 
 
-def fmt_bandwidth(value: Any) -> str:
-    """Format byte/s with decimal prefixes."""
-    v = _number(value)
-    if v is None:
-        return NOT_MEASURED
-    return _scaled(v, [(1e15, "PB/s"), (1e12, "TB/s"), (1e9, "GB/s"), (1e6, "MB/s"),
-                       (1e3, "KB/s"), (1.0, "B/s")])
+def _si_formatter(unit: str, doc: str):
+    """A formatter for ``unit`` with decimal prefixes P, T, G, M, K."""
+    steps = [(1e15, f"P{unit}"), (1e12, f"T{unit}"), (1e9, f"G{unit}"), (1e6, f"M{unit}"),
+             (1e3, f"K{unit}"), (1.0, unit)]
+
+    def fmt(value: Any) -> str:
+        v = _number(value)
+        return NOT_MEASURED if v is None else _scaled(v, steps)
+
+    fmt.__doc__ = doc
+    return fmt
 
 
-def fmt_flops(value: Any) -> str:
-    """Format FLOP/s with SI prefixes."""
-    v = _number(value)
-    if v is None:
-        return NOT_MEASURED
-    return _scaled(v, [(1e15, "PFLOP/s"), (1e12, "TFLOP/s"), (1e9, "GFLOP/s"),
-                       (1e6, "MFLOP/s"), (1e3, "KFLOP/s"), (1.0, "FLOP/s")])
-
-
-def fmt_flop(value: Any) -> str:
-    """Format a count of floating-point operations with SI prefixes."""
-    v = _number(value)
-    if v is None:
-        return NOT_MEASURED
-    return _scaled(v, [(1e15, "PFLOP"), (1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"),
-                       (1e3, "KFLOP"), (1.0, "FLOP")])
+fmt_bandwidth = _si_formatter("B/s", "Format byte/s with decimal prefixes.")
+fmt_flops = _si_formatter("FLOP/s", "Format FLOP/s with SI prefixes.")
+fmt_flop = _si_formatter("FLOP", "Format a count of floating-point operations with SI prefixes.")
 
 
 def fmt_pct(value: Any, digits: int = 1) -> str:

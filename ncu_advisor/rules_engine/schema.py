@@ -12,13 +12,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ..checklist import CATEGORIES
 from ..derive.quantities import known
 
-CATEGORIES = (
-    "roofline", "coalescing", "coarsening", "occupancy", "launch-config", "divergence", "fusion",
-    "precision", "privatization", "tiling", "math-rewrite", "local-memory", "bank-conflicts",
-    "fast-math",
-)
 SEVERITIES = ("high", "medium", "low", "info")
 _OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 
