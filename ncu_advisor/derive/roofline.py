@@ -47,12 +47,17 @@ KNOWN_GPUS: dict[str, dict[str, float]] = {
 }
 
 _SM_HZ = "sm__cycles_elapsed.avg.per_second"
+# Per precision: (peak metric alternatives, scale); the first metric present is used.
 _PEAK_METRICS = {
-    "fp32": (("sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained", _SM_HZ), 2.0),
-    "fp64": (("sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained", _SM_HZ), 2.0),
+    "fp32": (("sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained",), 2.0),
+    "fp64": (("sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained",), 2.0),
     # ncu's half-precision chart scales the HFMA peak by 4 (a half2 FMA is 2 x 2 operations).
-    "fp16": (("sm__sass_thread_inst_executed_op_hfma_pred_on.sum.peak_sustained", _SM_HZ), 4.0),
-    "tensor": (("sm__ops_path_tensor_src_fp16.sum.peak_sustained", _SM_HZ), 1.0),
+    "fp16": (("sm__sass_thread_inst_executed_op_hfma_pred_on.sum.peak_sustained",), 4.0),
+    # Dense FP16 tensor peak: Hopper's wgmma path, then the mma path; the plain
+    # sm__ops_path_tensor_src_fp16 peak counts 2:4 sparsity (twice the dense rate).
+    "tensor": (("sm__ops_path_tensor_op_hgmma_src_fp16_sparsity_off.sum.peak_sustained",
+                "sm__ops_path_tensor_op_hmma_src_fp16_dst_fp32_sparsity_off.sum.peak_sustained"),
+               1.0),
 }
 _LEVELS = {
     "dram": ("dram_bytes", ("dram__bytes.sum.peak_sustained",
@@ -121,8 +126,10 @@ def roofline_for(wide_row: pd.Series, q: pd.Series, gpu: str | None,
     flops = {p: _get(q, f"flops_{p}") for p in ("fp32", "fp64", "fp16", "tensor")}
     peaks: dict[str, float] = {}
     source = "report"
-    for precision, ((peak_metric, hz_metric), scale) in _PEAK_METRICS.items():
-        peaks[precision] = _get(wide_row, peak_metric) * _get(wide_row, hz_metric) * scale
+    for precision, (alternatives, scale) in _PEAK_METRICS.items():
+        per_cycle = next((v for v in (_get(wide_row, m) for m in alternatives)
+                          if not np.isnan(v)), np.nan)
+        peaks[precision] = per_cycle * _get(wide_row, _SM_HZ) * scale
     levels = {}
     for level, (bytes_q, (peak_metric, hz_metric)) in _LEVELS.items():
         nbytes = _get(q, bytes_q)
