@@ -18,12 +18,15 @@ def main(path: str) -> None:
           f"measured copy roof {data['copy_roof_gbs']:,.0f} GB/s; {data['repeats']} timed runs "
           f"after {data['warmup']} warm-ups, median; run {data['created']}")
     print()
-    print("| checklist id | problem | bad ms | good ms | speedup | good GB/s | good % of roof |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("| checklist id | GPU | problem | bad ms | good ms | speedup | good GB/s "
+          "| good % of roof | command |")
+    print("|---|---|---|---:|---:|---:|---:|---:|---|")
     for d in data["demos"]:
         bad, good = d["bad"], d["good"]
-        print(f"| {d['name']} | {d['problem']} | {bad['median_ms']:.3f} | {good['median_ms']:.3f} "
-              f"| {_speedup(d['speedup'])} | {good['gbs']:,.0f} | {good['pct_of_roof']:.0f}% |")
+        print(f"| {d['name']} | {gpu['name'].removeprefix('NVIDIA ')} | {d['problem']} "
+              f"| {bad['median_ms']:.3f} | {good['median_ms']:.3f} | {_speedup(d['speedup'])} "
+              f"| {good['gbs']:,.0f} | {good['pct_of_roof']:.0f}% "
+              f"| `ncu-advise demo {d['name']}` |")
 
 
 if __name__ == "__main__":

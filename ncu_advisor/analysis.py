@@ -69,6 +69,7 @@ class Analysis:
     rules: list[Rule]
     command: list[str] | None = None
     extra_session: dict = field(default_factory=dict)
+    launch_shapes: dict[int, dict] = field(default_factory=dict)
 
     @property
     def total_time_ns(self) -> float:
@@ -166,6 +167,7 @@ class Analysis:
                 },
                 "roofline": self.rooflines[launch].to_dict(),
                 "occupancy": self.occupancy[launch],
+                "launch_shape": self.launch_shapes.get(launch, {}),
                 "findings": [_finding_dict(f) for f in self.kernel_findings(launch)],
                 "not_evaluated": [
                     {"rule": n.rule, "category": n.category, "missing": n.missing,
@@ -268,6 +270,29 @@ def occupancy_summary(wide_row: pd.Series, q: pd.Series) -> dict:
     }
 
 
+def _with_launch_shape(report: Report) -> pd.DataFrame:
+    """The wide metric view, with grid and block sizes from the launch table where the
+    metrics lack them (every CSV export names the launch shape, even a `--metrics` run).
+    """
+    wide = report.wide()
+    launches = report.launches.set_index("launch")
+    shape = {
+        "launch__grid_size": launches[["grid_x", "grid_y", "grid_z"]].astype("float64").prod(
+            axis=1, min_count=3),
+        "launch__block_size": launches[["block_x", "block_y", "block_z"]].astype(
+            "float64").prod(axis=1, min_count=3),
+    }
+    missing = {k: v for k, v in shape.items()
+               if k not in wide.columns or wide[k].isna().any()}
+    if not missing:
+        return wide
+    wide = wide.copy()
+    for metric, values in missing.items():
+        current = wide[metric] if metric in wide.columns else pd.Series(np.nan, index=wide.index)
+        wide[metric] = current.fillna(values.reindex(wide.index))
+    return wide
+
+
 def analyze(report: Report, rules: list[Rule] | None = None,
             rules_dirs: list[Path] | None = None, measured_bandwidth: float | None = None,
             command: list[str] | None = None) -> Analysis:
@@ -283,7 +308,7 @@ def analyze(report: Report, rules: list[Rule] | None = None,
     """
     if rules is None:
         rules = load_rules(rules_dirs)
-    wide = report.wide()
+    wide = _with_launch_shape(report)
     quantities = compute_quantities(wide)
     launches = report.launches
     weighted = (launches.set_index("launch")["duration_ns"]
@@ -296,30 +321,39 @@ def analyze(report: Report, rules: list[Rule] | None = None,
         qrow = quantities.loc[launch]
         rooflines[int(launch)] = roofline_for(wrow, qrow, gpu, measured_bandwidth)
         occupancy[int(launch)] = occupancy_summary(wrow, qrow)
-    _add_calculator(report, occupancy)
+    shapes = _add_calculator(report, occupancy)
     findings, skipped = evaluate(rules, quantities, launches)
     return Analysis(report=report, quantities=quantities, rooflines=rooflines,
                     occupancy=occupancy, findings=findings, not_evaluated=skipped, rules=rules,
-                    command=command)
+                    command=command, launch_shapes=shapes)
 
 
-def _add_calculator(report: Report, occupancy: dict[int, dict]) -> None:
-    """Add the occupancy calculator's view (limits, best block size) where it can run."""
-    try:
-        from .derive.occupancy import occupancy_from_report
-    except ImportError:  # the calculator is optional for the rest of the analysis
-        return
+def _add_calculator(report: Report, occupancy: dict[int, dict]) -> dict[int, dict]:
+    """Add the occupancy calculator's view and return each launch's launch shape.
+
+    The calculator needs LaunchStats/Occupancy metrics; without them the entries keep what
+    ncu measured and the launch shape is empty.
+    """
+    from .derive.launch_shape import launch_shape_from_report
+    from .derive.occupancy import occupancy_from_report
+
     try:
         table = occupancy_from_report(report)
-    except Exception:  # noqa: BLE001 - never lose the analysis over the calculator
-        return
-    if table is None or table.empty:
-        return
+        shapes = launch_shape_from_report(report, table)
+    except (KeyError, ValueError, TypeError):  # a report without the launch metrics
+        return {}
     for launch, row in table.iterrows():
         entry = occupancy.get(int(launch))
         if entry is None:
             continue
-        for key in ("calc_theoretical_pct", "recommended_block_size", "calc_limiter"):
-            if key in row and _num(row[key]) is not None or (key in row and isinstance(
-                    row[key], str)):
-                entry[key] = row[key] if isinstance(row[key], str) else _num(row[key])
+        entry["calc_theoretical_pct"] = _num(row.get("calc_theoretical_pct"))
+        entry["recommended_block_size"] = _int(row.get("recommended_block_size"))
+        entry["what_if_fewer_registers_pct"] = _num(row.get("what_if_fewer_regs_pct"))
+        limiter = row.get("calc_limiter")
+        entry["calc_limiter"] = limiter if isinstance(limiter, str) else None
+    cols = ["grid_size", "block_size", "sm_count", "blocks_per_sm", "waves", "full_waves",
+            "partial_wave_fill", "tail_blocks", "tail_effect_pct", "idle_sm_pct", "small_grid",
+            "grid_per_sm", "wasted_lanes_pct"]
+    return {int(launch): {c: (bool(row[c]) if c == "small_grid" and not pd.isna(row[c])
+                              else _num(row[c])) for c in cols if c in row}
+            for launch, row in shapes.iterrows()}
