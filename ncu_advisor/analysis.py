@@ -271,8 +271,9 @@ def occupancy_summary(wide_row: pd.Series, q: pd.Series) -> dict:
 
 
 def _with_launch_shape(report: Report) -> pd.DataFrame:
-    """The wide metric view, with grid and block sizes from the launch table where the
-    metrics lack them (every CSV export names the launch shape, even a `--metrics` run).
+    """The wide metric view, with grid and block sizes filled from the launch table.
+
+    Every CSV export names the launch shape, even a ``--metrics`` run without LaunchStats.
     """
     wide = report.wide()
     launches = report.launches.set_index("launch")
