@@ -755,7 +755,18 @@ def _unit_of_key(key: Any) -> str | None:
     return None
 
 
-def _occupancy(value: Any) -> OccupancyView | None:
+# Launch-shape facts shown under occupancy (contract field ``launch_shape``).
+SHAPE_LABELS = {
+    "blocks_per_sm": ("Resident blocks per SM", ""),
+    "full_waves": ("Full waves", ""),
+    "partial_wave_fill": ("Last wave filled", "%"),
+    "tail_effect_pct": ("Time at risk in the tail", "%"),
+    "idle_sm_pct": ("SMs left without a block", "%"),
+    "wasted_lanes_pct": ("Idle lanes in partial warps", "%"),
+}
+
+
+def _occupancy(value: Any, shape: Any = None) -> OccupancyView | None:
     occ = _map(value)
     if not occ:
         return None
@@ -774,6 +785,11 @@ def _occupancy(value: Any) -> OccupancyView | None:
         else:
             label = OCCUPANCY_LABELS.get(str(key)) or str(key).replace("_", " ").capitalize()
             extra.append(Quantity(str(key), label, item, _unit_of_key(key)))
+    for key, (label, unit) in SHAPE_LABELS.items():
+        item = _number(_map(shape).get(key))
+        if item is not None:
+            extra.append(Quantity(key, label, item * 100 if key == "partial_wave_fill" else item,
+                                  unit))
     return OccupancyView(
         theoretical_pct=_number(occ.get("theoretical_pct")),
         achieved_pct=_number(occ.get("achieved_pct")),
@@ -845,7 +861,7 @@ def _kernel(index: int, kernel: Mapping[str, Any]) -> KernelSection:
         bound=_bound(kernel) if _bound(kernel) in BOUND_COLORS else "unknown",
         quantities=quantities,
         roofline=_roofline(kernel.get("roofline")),
-        occupancy=_occupancy(kernel.get("occupancy")),
+        occupancy=_occupancy(kernel.get("occupancy"), kernel.get("launch_shape")),
         findings=findings,
         not_evaluated=not_evaluated,
         ncu_rules=ncu_rules,
