@@ -40,6 +40,31 @@ def _same_stream(prev, row) -> bool:
             and prev.process_id == row.process_id)
 
 
+def _runs(launches: pd.DataFrame, starts: Callable[[int], bool],
+          continues: Callable[[list[int], int], bool]) -> list[list[int]]:
+    """Runs of at least two back-to-back launches of one stream that a rule links together.
+
+    ``starts(launch)`` says whether a launch can begin a run; ``continues(run, launch)``
+    whether it extends the current one (only asked for launches on the same stream).
+    """
+    runs: list[list[int]] = []
+    current: list[int] = []
+    prev = None
+    for row in launches.sort_values(["source", "launch"]).itertuples(index=False):
+        launch = int(row.launch)
+        if current and prev is not None and _same_stream(prev, row) and continues(current,
+                                                                                  launch):
+            current.append(launch)
+        else:
+            if len(current) >= 2:
+                runs.append(current)
+            current = [launch] if starts(launch) else []
+        prev = row
+    if len(current) >= 2:
+        runs.append(current)
+    return runs
+
+
 def _reads_previous_output(cur: pd.Series, prev: pd.Series) -> bool:
     """Whether a launch reads about as many bytes as the previous one wrote (0.5x to 3x).
 
@@ -64,26 +89,12 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
     q = quantities.reindex(launches["launch"])
     low_intensity = q["arith_intensity_dram"].fillna(0.0) < 2.0
     memory_bound = (q["mem_pct"] >= q["sm_pct"]) & low_intensity & (q["mem_pct"] >= 30.0)
-    order = launches.sort_values(["source", "launch"])
-    chains: list[list[int]] = []
-    current: list[int] = []
-    prev = None
-    for row in order.itertuples(index=False):
-        launch = int(row.launch)
-        linked = (
-            prev is not None and bool(memory_bound.get(launch, False))
-            and _same_stream(prev, row)
-            and _reads_previous_output(q.loc[launch], q.loc[int(prev.launch)])
-        )
-        if linked and current:
-            current.append(launch)
-        else:
-            if len(current) >= 2:
-                chains.append(current)
-            current = [launch] if bool(memory_bound.get(launch, False)) else []
-        prev = row
-    if len(current) >= 2:
-        chains.append(current)
+    chains = _runs(
+        launches,
+        starts=lambda launch: bool(memory_bound.get(launch, False)),
+        continues=lambda run, launch: bool(memory_bound.get(launch, False))
+        and _reads_previous_output(q.loc[launch], q.loc[run[-1]]),
+    )
 
     findings = []
     for chain in chains:
@@ -130,27 +141,14 @@ def multi_pass(rule: Rule, quantities: pd.DataFrame,
     if skipped:
         return [], [skipped]
     q = quantities.reindex(launches["launch"])
-    order = launches.sort_values(["source", "launch"])
-    groups: list[list[int]] = []
-    current: list[int] = []
-    prev = None
-    for row in order.itertuples(index=False):
-        launch = int(row.launch)
-        streams = q.at[launch, "mem_pct"] >= 50 and q.at[launch, "dram_read_bytes"] > 0
-        same_input = (
-            prev is not None and streams and current and _same_stream(prev, row)
-            and abs(q.at[launch, "dram_read_bytes"] / q.at[current[0], "dram_read_bytes"] - 1)
-            <= 0.25
-        )
-        if same_input:
-            current.append(launch)
-        else:
-            if len(current) >= 2:
-                groups.append(current)
-            current = [launch] if streams else []
-        prev = row
-    if len(current) >= 2:
-        groups.append(current)
+    def streams(launch: int) -> bool:
+        return bool(q.at[launch, "mem_pct"] >= 50 and q.at[launch, "dram_read_bytes"] > 0)
+
+    groups = _runs(
+        launches, starts=streams,
+        continues=lambda run, launch: streams(launch) and abs(
+            q.at[launch, "dram_read_bytes"] / q.at[run[0], "dram_read_bytes"] - 1) <= 0.25,
+    )
 
     findings = []
     by_launch = launches.set_index("launch")
