@@ -6,6 +6,7 @@ its one line and exits with code 2 (usage/input). No traceback reaches the user.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -74,6 +75,32 @@ def _warn(lines: list[str]) -> None:
         typer.echo(f"ncu-advise: warning: {line}", err=True)
 
 
+@contextlib.contextmanager
+def _file_progress():
+    """A progress bar on stderr while many files are read (only on a terminal)."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn("reading {task.description}"), BarColumn(), MofNCompleteColumn(),
+                  transient=True, console=rich_console(stderr=True)) as bar:
+        task = bar.add_task("", total=None)
+
+        def update(done: int, total: int, path: Path) -> None:
+            if total > 3:  # a bar for one or two files is noise
+                bar.update(task, completed=done, total=total, description=path.name[-40:])
+
+        yield update
+
+
+def rich_console(stderr: bool):
+    """A rich console (imported lazily: rich is only needed on a terminal)."""
+    from rich.console import Console
+
+    return Console(stderr=stderr)
+
+
 def render(result: dict, fmt: OutputFormat, top: int) -> str:
     """Format one analysis result."""
     if fmt is OutputFormat.json:
@@ -112,7 +139,8 @@ def analyze(
     from .analysis import analyze as run_analysis
     from .readers import read_report
 
-    report = read_report(paths)
+    with _file_progress() as progress:
+        report = read_report(paths, progress=progress)
     result = run_analysis(report, rules_dirs=rules,
                           measured_bandwidth=peak_bandwidth * 1e9 if peak_bandwidth else None)
     include = include_metrics

@@ -59,6 +59,14 @@ def test_analyze_json_contract(capsys):
     assert data["findings"][0]["rule"].startswith("coalescing.")
 
 
+def test_a_folder_of_every_export_form_analyzes(capsys):
+    """Launches without a stream (summaries) or a process ID (.ncu-rep) mix with the rest."""
+    code, out, err = run(["analyze", str(FORMS), "-f", "json"], capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    assert len(data["kernels"]) > 90 and data["findings"]
+
+
 def test_summary_input_gives_one_entry_per_kernel_with_invocations(capsys):
     code, out, _ = run(["analyze", str(FORMS / "forms_app.import.summary.csv"), "-f", "json"],
                        capsys)

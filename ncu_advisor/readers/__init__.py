@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -114,12 +114,14 @@ def _merge_same_launches(report: Report) -> Report:
     )
 
 
-def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Report:
+def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
+                progress: Callable[[int, int, Path], None] | None = None) -> Report:
     """Read one or more exports (files or directories) into one Report.
 
     Args:
         paths: a path or a list of paths: ``.ncu-rep`` files, any CSV written by ``ncu --csv``
             or ``ncu --import ... --csv``, or directories holding them.
+        progress: called as ``progress(done, total, path)`` before each file is read.
 
     Returns:
         The combined Report; ``launch`` numbers run over all inputs in order.
@@ -131,7 +133,10 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike]) -> Repor
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
     parts, skipped = [], []
-    for path, from_dir in _expand(paths):
+    files = _expand(paths)
+    for done, (path, from_dir) in enumerate(files):
+        if progress is not None:
+            progress(done, len(files), path)
         try:
             parts.append(read_one(path))
         except ReportParseError as exc:

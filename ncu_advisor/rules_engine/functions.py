@@ -34,10 +34,17 @@ def _severity(rule: Rule, row: dict) -> str:
     return next(s.level for s in rule.severity if s.when is None or _evaluate(s.when, row))
 
 
+def _same(a, b) -> bool:
+    """Equality where two missing values (no stream in a summary, no PID in a .ncu-rep) agree."""
+    if pd.isna(a) or pd.isna(b):
+        return bool(pd.isna(a) and pd.isna(b))
+    return bool(a == b)
+
+
 def _same_stream(prev, row) -> bool:
     """Two launches ran back to back in one process and stream of one input file."""
-    return (prev.source == row.source and prev.stream == row.stream
-            and prev.process_id == row.process_id)
+    return (_same(prev.source, row.source) and _same(prev.stream, row.stream)
+            and _same(prev.process_id, row.process_id))
 
 
 def _runs(launches: pd.DataFrame, starts: Callable[[int], bool],
