@@ -119,3 +119,21 @@ def test_basic_set_report_says_what_it_could_not_evaluate():
 def test_full_set_report_evaluates_every_kernel_rule():
     result = analyze(read_report(FORMS / "forms_app.ncu-rep"))
     assert result.not_evaluated == []
+
+
+def test_vectorized_conditions_agree_with_row_by_row_evaluation():
+    from ncu_advisor.derive.quantities import compute_quantities
+    from ncu_advisor.rules_engine.engine import _mask
+
+    report = read_report(Path(__file__).resolve().parent.parent / "sample_reports" / "demos")
+    q = compute_quantities(report.wide())
+    rows = q.to_dict(orient="index")
+    checked = 0
+    for rule in load_rules():
+        conditions = [rule.when] + [s.when for s in rule.severity]
+        for cond in filter(None, conditions):
+            vector = _mask(cond, q)
+            scalar = [_evaluate(cond, rows[i]) for i in q.index]
+            assert list(vector) == scalar, rule.id
+            checked += int(vector.sum())
+    assert checked > 50  # conditions that hold somewhere, not only everywhere-false ones

@@ -116,6 +116,28 @@ def _evaluate(cond, row: dict[str, float]) -> bool:
             "eq": left == right, "ne": left != right}[cond.op]
 
 
+def _mask(cond, q: pd.DataFrame) -> np.ndarray:
+    """Evaluate a condition on every launch at once (one boolean per row of ``q``)."""
+    if isinstance(cond, All):
+        return np.logical_and.reduce([_mask(c, q) for c in cond.all])
+    if isinstance(cond, Any_):
+        return np.logical_or.reduce([_mask(c, q) for c in cond.any])
+    if isinstance(cond, Not):
+        return ~_mask(cond.not_, q)
+    nan = np.full(len(q), np.nan)
+    left = q[cond.q].to_numpy(dtype=float) if cond.q in q else nan
+    rhs = getattr(cond, cond.op)
+    if isinstance(rhs, str):
+        right = (q[rhs].to_numpy(dtype=float) if rhs in q else nan) * cond.times
+    else:
+        right = np.full(len(q), rhs * cond.times)
+    known = ~(np.isnan(left) | np.isnan(right))  # a missing value never makes it true
+    with np.errstate(invalid="ignore"):
+        result = {"lt": left < right, "le": left <= right, "gt": left > right,
+                  "ge": left >= right, "eq": left == right, "ne": left != right}[cond.op]
+    return result & known
+
+
 def estimate_pct(rule: Rule, row: dict[str, float]) -> float | None:
     """Apply the rule's estimate method; None when it has none or inputs are missing."""
     est = rule.estimate
@@ -172,20 +194,30 @@ def evaluate_kernel_rule(rule: Rule, launch: int, row: dict[str, float],
 
 def evaluate(rules: list[Rule], quantities: pd.DataFrame, launches: pd.DataFrame,
              ) -> tuple[list[Finding], list[NotEvaluated]]:
-    """Evaluate every kernel-scope data rule on every launch, and every function rule."""
+    """Evaluate every kernel-scope data rule on every launch, and every function rule.
+
+    Conditions are evaluated on all launches at once; findings are built only where a rule
+    fires, and not-evaluated entries only where its required quantities are missing.
+    """
     from .functions import FUNCTIONS
 
     findings: list[Finding] = []
     skipped: list[NotEvaluated] = []
-    rows = quantities.to_dict(orient="index")
     durations = dict(zip(launches["launch"], launches["duration_ns"], strict=True))
+    index = quantities.index.to_numpy()
     for rule in rules:
         if rule.function is not None:
             f, s = FUNCTIONS[rule.function](rule, quantities, launches)
             findings.extend(f)
             skipped.extend(s)
             continue
-        for launch, row in rows.items():
+        required = quantities.reindex(columns=rule.requires).isna().to_numpy()
+        incomplete = required.any(axis=1)
+        fires = ~incomplete & (_mask(rule.when, quantities) if rule.when is not None
+                               else np.zeros(len(index), dtype=bool))
+        for i in np.flatnonzero(incomplete | fires):
+            launch = int(index[i])
+            row = quantities.iloc[i].to_dict()
             result = evaluate_kernel_rule(rule, launch, row, durations.get(launch, np.nan))
             if isinstance(result, Finding):
                 findings.append(result)

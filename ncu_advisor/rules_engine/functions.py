@@ -72,13 +72,12 @@ def _runs(launches: pd.DataFrame, starts: Callable[[int], bool],
     return runs
 
 
-def _reads_previous_output(cur: pd.Series, prev: pd.Series) -> bool:
+def _reads_previous_output(read: float, written: float) -> bool:
     """Whether a launch reads about as many bytes as the previous one wrote (0.5x to 3x).
 
     Metrics cannot prove a data dependency; comparable traffic on one stream is the signal.
     """
-    written = prev["dram_write_bytes"]
-    return bool(written > 0 and 0.5 * written <= cur["dram_read_bytes"] <= 3.0 * written)
+    return bool(written > 0 and 0.5 * written <= read <= 3.0 * written)
 
 
 def fusion_chain(rule: Rule, quantities: pd.DataFrame,
@@ -96,11 +95,12 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
     q = quantities.reindex(launches["launch"])
     low_intensity = q["arith_intensity_dram"].fillna(0.0) < 2.0
     memory_bound = (q["mem_pct"] >= q["sm_pct"]) & low_intensity & (q["mem_pct"] >= 30.0)
+    reads, writes = q["dram_read_bytes"].to_dict(), q["dram_write_bytes"].to_dict()
     chains = _runs(
         launches,
         starts=lambda launch: bool(memory_bound.get(launch, False)),
         continues=lambda run, launch: bool(memory_bound.get(launch, False))
-        and _reads_previous_output(q.loc[launch], q.loc[run[-1]]),
+        and _reads_previous_output(reads[launch], writes[run[-1]]),
     )
 
     findings = []
@@ -148,13 +148,15 @@ def multi_pass(rule: Rule, quantities: pd.DataFrame,
     if skipped:
         return [], [skipped]
     q = quantities.reindex(launches["launch"])
+    mem, reads = q["mem_pct"].to_dict(), q["dram_read_bytes"].to_dict()
+
     def streams(launch: int) -> bool:
-        return bool(q.at[launch, "mem_pct"] >= 50 and q.at[launch, "dram_read_bytes"] > 0)
+        return bool(mem[launch] >= 50 and reads[launch] > 0)
 
     groups = _runs(
         launches, starts=streams,
-        continues=lambda run, launch: streams(launch) and abs(
-            q.at[launch, "dram_read_bytes"] / q.at[run[0], "dram_read_bytes"] - 1) <= 0.25,
+        continues=lambda run, launch: streams(launch)
+        and abs(reads[launch] / reads[run[0]] - 1) <= 0.25,
     )
 
     findings = []
