@@ -7,6 +7,7 @@ its one line and exits with code 2 (usage/input). No traceback reaches the user.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import re
@@ -275,13 +276,20 @@ def demo_cmd(
     if list_ or name is None:
         items = demos.list_demos()
         if format is OutputFormat.json:
-            typer.echo(json.dumps([d.to_dict() if hasattr(d, "to_dict") else d.__dict__
-                                   for d in items], indent=2, default=str))
+            typer.echo(json.dumps([dataclasses.asdict(d) for d in items], indent=2, default=str))
             return
+        width = min(shutil.get_terminal_size((100, 24)).columns, 100)
         for d in items:
-            kernels = ", ".join([*d.bad.kernels, *d.good.kernels]) if hasattr(d, "bad") else ""
-            typer.echo(f"{d.name:<15} {d.title}")
-            typer.echo(f"{'':<15} kernels: {kernels}")
+            typer.echo(f"{d.name} [{d.category}]: {d.title}")
+            typer.echo(textwrap.fill(
+                f"bad: {', '.join(d.bad.kernels)}; good: {', '.join(d.good.kernels)}", width,
+                initial_indent="  ", subsequent_indent="    "))
+            first = " ".join(d.lesson.what.split()).split(". ")[0].rstrip(".") + "."
+            typer.echo(textwrap.fill(f"lesson: {first}", width, initial_indent="  ",
+                                     subsequent_indent="    "))
+        typer.echo("\nFull lessons (what, why, fix, measured): kernels/NAME/demo.toml or "
+                   "--format json.\nRun a pair: ncu-advise demo NAME (GPU and CuPy); "
+                   "profile it: --profile")
         return
     if profile:
         _profile_demo(name)

@@ -143,6 +143,10 @@ def test_demo_list_works_without_a_gpu(capsys):
     demos = json.loads(out)
     assert code == 0 and len(demos) == 14
     assert all({"name", "category"} <= set(d) for d in demos)
+    assert all(set(d["lesson"]) >= {"what", "why", "fix"} for d in demos)
+    assert all(d["bad"]["kernels"] and d["good"]["kernels"] for d in demos)
+    code, out, _ = run(["demo", "--list"], capsys)
+    assert "coalescing [coalescing]" in out and "lesson:" in out
 
 
 def test_demo_run_without_cupy_is_a_clear_error(capsys):
