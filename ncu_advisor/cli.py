@@ -294,15 +294,19 @@ def demo_cmd(
     if profile:
         _profile_demo(name)
         return
-    names = [d.name for d in demos.list_demos()] if name == "all" else [name]
-    for n in names:
-        demos.get_demo(n)  # unknown names fail before any GPU work
-    rows = [demos.time_demo(n, repeats=repeats) for n in names]
+    if name != "all":
+        demos.get_demo(name)  # unknown names fail before any GPU work
+    names = None if name == "all" else [name]
+    demos.require_gpu()  # no CuPy or no GPU: one line, before any output
     if format is OutputFormat.json:
-        typer.echo(json.dumps(rows, indent=2, default=str))
-        return
-    typer.echo(demos.format_table(rows) if hasattr(demos, "format_table") else
-               json.dumps(rows, indent=2, default=str))
+        report = demos.time_all(names, repeats)
+        typer.echo(json.dumps(report, indent=2, default=str))
+    else:
+        typer.echo(demos.TABLE_HEADER)
+        report = demos.time_all(names, repeats, log=typer.echo)
+    if report["errors"]:
+        # Some pair computed a wrong result or failed to run: the lab is not trustworthy.
+        raise typer.Exit(1)
 
 
 def _profile_demo(name: str) -> None:

@@ -679,7 +679,7 @@ def profile_once(name: str, size: str = "default") -> list[str]:
 # --------------------------------------------------------------------------------------------
 # Command line
 
-_HEADER = f"{'demo':<15} {'bad ms':>9} {'good ms':>9} {'speedup':>8} {'GB/s':>8} {'% roof':>7}"
+TABLE_HEADER = f"{'demo':<15} {'bad ms':>9} {'good ms':>9} {'speedup':>8} {'GB/s':>8} {'% roof':>7}"
 
 
 def _row(result: dict[str, Any]) -> str:
@@ -746,7 +746,7 @@ def _main(argv: Sequence[str] | None = None) -> int:
         return 0
     names = None if args.name == "all" else [get_demo(args.name).name]
     require_gpu()  # fail with one line before printing the table header
-    print(_HEADER, flush=True)
+    print(TABLE_HEADER, flush=True)
     report = time_all(
         names,
         args.repeats,
