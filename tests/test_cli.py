@@ -108,7 +108,7 @@ def test_bad_input_leaves_no_output_file(tmp_path, capsys):
     bad.write_text("")
     target = tmp_path / "out.json"
     code, _, err = run(["analyze", str(bad), "-f", "json", "-o", str(target)], capsys)
-    assert code == 2 and "empty" in err
+    assert code == 2 and err.strip().endswith(": file is empty")
     assert not target.exists() and list(tmp_path.iterdir()) == [bad]
 
 

@@ -91,9 +91,3 @@ def nvtx_ranges(text: str) -> str | None:
         if rng:
             names.append(rng)
     return "/".join(names) if names else None
-
-
-def first_or_nan(values: pd.Series) -> float:
-    """Return the first non-NaN value of a series, or NaN."""
-    v = values.dropna()
-    return float(v.iloc[0]) if len(v) else np.nan

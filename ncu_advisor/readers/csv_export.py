@@ -96,6 +96,7 @@ def read_csv_export(path: Path) -> Report:
         form = "summary"
         frame, _, other = _arrow_rows(body, header, len(header), path, warnings)
         report = _summary(frame, path)
+        _warn_skipped(other, path, warnings)
     elif "Metric Name" in header:
         form = "details"
         # Metric rows stop after "Metric Value" plus one empty field; rule rows are complete.
@@ -103,8 +104,8 @@ def read_csv_export(path: Path) -> Report:
         frame, long_rows, other = _arrow_rows(body, header, width, path, warnings)
         report = _details(frame, long_rows, header, path, warnings,
                           print_details_all="Body Item Label" in header)
-        if other and "Body Item Label" not in header:
-            warnings.append(f"{path.name}: skipped {other} line(s) that are not launch rows")
+        if "Body Item Label" not in header:  # that form interleaves prose and mini-tables
+            _warn_skipped(other, path, warnings)
     else:
         form = "raw"
         lines = body.decode("utf-8", errors="replace").split("\n")
@@ -119,26 +120,32 @@ def read_csv_export(path: Path) -> Report:
     return report
 
 
+def _warn_skipped(lines: list[str], path: Path, warnings: list[str]) -> None:
+    """Name what was skipped: how many lines, and the first one."""
+    if lines:
+        warnings.append(f"{path.name}: skipped {len(lines)} malformed or non-data line(s), "
+                        f"first: {lines[0][:70]!r}")
+
+
 def _arrow_rows(body: bytes, header: list[str], width: int, path: Path,
-                warnings: list[str]) -> tuple[pd.DataFrame, list[list[str]], int]:
+                warnings: list[str]) -> tuple[pd.DataFrame, list[list[str]], list[str]]:
     """Parse rows ``width`` fields wide with pyarrow's multithreaded CSV reader.
 
     Repeated columns (names, sections, units) become categoricals. Rows of the full header
     width (rule rows) come back parsed, in file order; other lines (prose and inline tables
-    of ``--print-details all``, malformed rows) are counted and skipped.
+    of ``--print-details all``, malformed rows) are returned as text and skipped.
     """
     names = _unique(header)[:width]
     if width < len(header):
         names[-1] = "_trail"  # metric rows end with one empty field after "Metric Value"
     long_rows: list[str] = []
-    other = 0
+    other: list[str] = []
 
     def keep_long(row) -> str:
-        nonlocal other
         if row.actual_columns == len(header) and width != len(header):
             long_rows.append(row.text)
         else:
-            other += 1
+            other.append(row.text)
         return "skip"
 
     value_cols = {"Metric Value", "Minimum", "Maximum", "Average", "_trail"}

@@ -8,7 +8,7 @@ function registered in :mod:`ncu_advisor.rules_engine.functions`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -208,8 +208,3 @@ def describe(cond) -> str:
     rhs = getattr(cond, cond.op)
     right = f"{cond.times:g} x {rhs}" if cond.times != 1 else f"{rhs}"
     return f"{cond.q} {_OP_TEXT[cond.op]} {right}"
-
-
-def model_fields_doc() -> dict[str, Any]:
-    """Return the JSON schema of a rule file (for docs and editors)."""
-    return Rule.model_json_schema(by_alias=True)
