@@ -56,7 +56,8 @@ def test_bad_rule_files_fail_with_path_and_field(tmp_path, change, field):
     path = _rule_file(tmp_path, GOOD_RULE.replace(*change))
     with pytest.raises(RuleDefinitionError) as err:
         load_rule_file(path)
-    assert str(path) in str(err.value) and field in str(err.value)
+    text = str(err.value)
+    assert text.startswith(f"{path}: ") and f"field {field}" in text[len(str(path)):]
 
 
 def test_rule_id_must_match_file_name_and_toml_must_parse(tmp_path):
