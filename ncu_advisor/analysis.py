@@ -196,7 +196,8 @@ class Analysis:
                 "total_duration_ns": _num(total),
                 "bounds": self.bounds(),
                 "top_kernels": [
-                    {"id": k["id"], "short_name": k["short_name"], "name": k["name"],
+                    {"id": k["id"], "launch": k["launch"], "short_name": k["short_name"],
+                     "name": k["name"],
                      "duration_ns": k["duration_ns"], "time_share": k["time_share"],
                      "invocations": k["invocations"], "bound": k["roofline"]["bound"]}
                     for k in top

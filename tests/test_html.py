@@ -329,3 +329,22 @@ def test_roofline_skips_kernels_without_flops(forms_result: dict) -> None:
                if (k["roofline"].get("arithmetic_intensity") or 0) > 0
                and (k["roofline"].get("achieved_flops") or 0) > 0]
     assert svg.count('class="rl-pt"') == len(plotted)
+
+
+def test_links_reach_the_right_kernel_across_input_files():
+    """ncu IDs restart in every file: links must use the unique launch numbers."""
+    import re
+
+    from ncu_advisor import analyze, read_report
+    from ncu_advisor.render.html import render_html
+
+    root = Path(__file__).resolve().parent.parent
+    html = render_html(analyze(read_report(root / "sample_reports" / "demos")).to_dict())
+    sections = {}
+    for anchor, body in re.findall(r'<section class="kernel" id="(k-\d+)">(.{0,600})', html,
+                                   re.S):
+        sections[anchor] = re.search(r"(\w+_\w+)", re.sub("<[^>]+>", " ", body)).group(1)
+    links = re.findall(r'<a[^>]*href="#(k-\d+)"[^>]*>([^<]+)</a>', html)
+    named = [(a, t.strip()) for a, t in links if t.strip() in sections.values()]
+    assert len(named) > 30
+    assert [(a, t) for a, t in named if sections[a] != t] == []

@@ -520,17 +520,31 @@ class _Anchors:
 
     def __init__(self, kernels: list[Mapping[str, Any]]) -> None:
         self.by_id: dict[Any, int] = {}
+        self.by_launch: dict[Any, int] = {}
         for index, kernel in enumerate(kernels):
             self.by_id.setdefault(kernel.get("id", index), index)
+            self.by_launch.setdefault(kernel.get("launch", index), index)
+
+    def indexes(self, finding: Mapping[str, Any]) -> list[int | None]:
+        """The kernel sections a finding names.
+
+        By the unique ``launch_ids`` when given (ncu's ``id`` repeats across input files),
+        else by ``kernel_ids``.
+        """
+        launch_ids = _list(finding.get("launch_ids"))
+        if launch_ids:
+            return [self.by_launch.get(i) for i in launch_ids]
+        return [self.by_id.get(i) for i in _list(finding.get("kernel_ids"))]
 
     @staticmethod
     def anchor(index: int) -> str:
         """Return the HTML id of the index-th kernel section."""
         return f"k-{index}"
 
-    def for_id(self, kernel_id: Any) -> str | None:
-        """Return the anchor of the kernel with this ``id`` (None if no such kernel)."""
-        index = self.by_id.get(kernel_id)
+    def for_kernel(self, item: Mapping[str, Any]) -> str | None:
+        """Return the anchor of the kernel an entry names (by ``launch``, else by ``id``)."""
+        index = (self.by_launch.get(item["launch"]) if item.get("launch") is not None
+                 else self.by_id.get(item.get("id")))
         return None if index is None else self.anchor(index)
 
 
@@ -606,7 +620,7 @@ def _summary(result: Mapping[str, Any], kernels: list[Mapping[str, Any]],
         name = _text(item.get("name")) or _text(item.get("short_name")) or "?"
         bound = (_text(item.get("bound")) or "unknown").lower()
         top.append(KernelBar(label=_text(item.get("short_name")) or name, name=name,
-                             anchor=anchors.for_id(item.get("id")),
+                             anchor=anchors.for_kernel(item),
                              duration_ns=_number(item.get("duration_ns")),
                              share=_number(item.get("time_share")),
                              bound=bound if bound in BOUND_COLORS else "unknown"))
@@ -666,21 +680,18 @@ def _finding(item: Mapping[str, Any], rank: int, links: list[KernelLink]) -> Fin
     )
 
 
-def _kernel_links(ids: list[Any], kernels: list[Mapping[str, Any]],
+def _kernel_links(indexes: list[int | None], kernels: list[Mapping[str, Any]],
                   anchors: _Anchors) -> list[KernelLink]:
     """Link a finding's kernels, one entry per short name with its launches listed."""
     links: dict[str, KernelLink] = {}
-    for kernel_id in ids:
-        index = anchors.by_id.get(kernel_id)
+    for index in indexes:
         if index is None:
-            label = f"kernel {kernel_id}"
-        else:
-            label = (_text(kernels[index].get("short_name")) or _text(kernels[index].get("name"))
-                     or f"kernel {kernel_id}")
-        anchor = anchors.for_id(kernel_id)
+            continue
+        label = (_text(kernels[index].get("short_name")) or _text(kernels[index].get("name"))
+                 or f"kernel {index}")
+        anchor = anchors.anchor(index)
         link = links.setdefault(label, KernelLink(label, anchor))
-        if anchor:
-            link.launches.append((f"#{index}", anchor))
+        link.launches.append((f"#{index}", anchor))
     for link in links.values():
         if len(link.launches) < 2:
             link.launches = []
@@ -692,16 +703,15 @@ def _app_findings(result: Mapping[str, Any], kernels: list[Mapping[str, Any]],
     rows = []
     for rank, item in enumerate(_list(result.get("findings")), start=1):
         item = _map(item)
-        ids = _list(item.get("kernel_ids"))
-        links = _kernel_links(ids, kernels, anchors)
+        indexes = anchors.indexes(item)
+        links = _kernel_links(indexes, kernels, anchors)
         if not links:
             # No kernel ids: an application-level finding; show the kernel text it gives.
             links = [KernelLink(_text(item.get("kernel")) or "application", None)]
         row = _finding(item, rank, links)
         if not row.evidence:
             # The ranked list may omit evidence: show the one of its first kernel's finding.
-            for kernel_id in ids:
-                index = anchors.by_id.get(kernel_id)
+            for index in indexes:
                 if index is None:
                     continue
                 for own in _list(kernels[index].get("findings")):
