@@ -170,15 +170,8 @@ def evidence_of(names: list[str], row: dict[str, float]) -> dict[str, dict]:
     return out
 
 
-def evaluate_kernel_rule(rule: Rule, launch: int, row: dict[str, float],
-                         duration_ns: float) -> Finding | NotEvaluated | None:
-    """Run one data rule on one launch."""
-    missing_q = [q for q in rule.requires if np.isnan(row.get(q, np.nan))]
-    if missing_q:
-        metrics = list(dict.fromkeys(m for q in missing_q for m in metrics_of(q)))
-        return NotEvaluated(rule.id, rule.category, metrics, collect_with(metrics), launch)
-    if rule.when is None or not _evaluate(rule.when, row):
-        return None
+def _finding(rule: Rule, launch: int, row: dict[str, float], duration_ns: float) -> Finding:
+    """The finding of a data rule whose condition holds on one launch."""
     severity = next(s.level for s in rule.severity if s.when is None or _evaluate(s.when, row))
     pct = estimate_pct(rule, row)
     saving = pct / 100.0 * duration_ns if pct is not None and not np.isnan(duration_ns) else None
@@ -190,6 +183,13 @@ def evaluate_kernel_rule(rule: Rule, launch: int, row: dict[str, float],
         estimated_speedup_pct=pct, estimated_saving_ns=saving, demo=rule.demo,
         references=list(rule.references), launch=launch,
     )
+
+
+def _not_evaluated(rule: Rule, launch: int | None,
+                   missing_quantities: list[str]) -> NotEvaluated:
+    """Say which metrics a rule lacked (on one launch, or the application) and how to get them."""
+    metrics = list(dict.fromkeys(m for q in missing_quantities for m in metrics_of(q)))
+    return NotEvaluated(rule.id, rule.category, metrics, collect_with(metrics), launch)
 
 
 def evaluate(rules: list[Rule], quantities: pd.DataFrame, launches: pd.DataFrame,
@@ -215,12 +215,11 @@ def evaluate(rules: list[Rule], quantities: pd.DataFrame, launches: pd.DataFrame
         incomplete = required.any(axis=1)
         fires = ~incomplete & (_mask(rule.when, quantities) if rule.when is not None
                                else np.zeros(len(index), dtype=bool))
-        for i in np.flatnonzero(incomplete | fires):
+        for i in np.flatnonzero(incomplete):
+            absent = [q for q, gone in zip(rule.requires, required[i], strict=True) if gone]
+            skipped.append(_not_evaluated(rule, int(index[i]), absent))
+        for i in np.flatnonzero(fires):
             launch = int(index[i])
-            row = quantities.iloc[i].to_dict()
-            result = evaluate_kernel_rule(rule, launch, row, durations.get(launch, np.nan))
-            if isinstance(result, Finding):
-                findings.append(result)
-            elif isinstance(result, NotEvaluated):
-                skipped.append(result)
+            findings.append(_finding(rule, launch, quantities.iloc[i].to_dict(),
+                                     durations.get(launch, np.nan)))
     return findings, skipped

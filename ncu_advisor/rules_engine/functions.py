@@ -11,8 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from ..derive.quantities import metrics_of
-from .engine import Finding, NotEvaluated, collect_with, evidence_of, render_text
+from .engine import Finding, NotEvaluated, _not_evaluated, evidence_of, render_text
 from .schema import Rule
 
 RuleResult = tuple[list[Finding], list[NotEvaluated]]
@@ -21,10 +20,7 @@ RuleFunction = Callable[[Rule, pd.DataFrame, pd.DataFrame], RuleResult]
 
 def _missing(rule: Rule, quantities: pd.DataFrame) -> NotEvaluated | None:
     absent = [q for q in rule.requires if quantities.get(q, pd.Series(dtype=float)).isna().all()]
-    if not absent:
-        return None
-    metrics = list(dict.fromkeys(m for q in absent for m in metrics_of(q)))
-    return NotEvaluated(rule.id, rule.category, metrics, collect_with(metrics))
+    return _not_evaluated(rule, None, absent) if absent else None
 
 
 def _severity(rule: Rule, row: dict) -> str:
