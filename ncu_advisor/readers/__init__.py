@@ -47,19 +47,17 @@ def _expand(paths: Iterable[str | os.PathLike]) -> list[tuple[Path, bool]]:
 
 
 def read_one(path: Path) -> Report:
-    """Read one file, choosing the reader by its content (not only its name)."""
+    """Read one file: ``.ncu-rep`` through ncu_report, anything else as a CSV export.
+
+    Each reader checks its own content (empty file, report header, CSV header).
+    """
     if not path.is_file():
         raise ReportParseError(f"{path}: not a regular file")
+    reader = read_ncu_rep if path.suffix.lower() == ".ncu-rep" else read_csv_export
     try:
-        with path.open("rb") as fh:
-            head = fh.read(64)
-    except OSError as exc:
-        raise ReportParseError(f"{path}: cannot read ({exc.strerror})") from None
-    if path.suffix.lower() == ".ncu-rep":
-        return read_ncu_rep(path)
-    if not head.strip():
-        raise ReportParseError(f"{path}: file is empty")
-    return read_csv_export(path)
+        return reader(path)
+    except OSError as exc:  # permissions, I/O errors: a user's problem, one line
+        raise ReportParseError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
 def _session(report: Report) -> dict:

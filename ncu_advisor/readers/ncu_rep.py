@@ -64,7 +64,8 @@ def _nvtx_of(action) -> str | None:
 
 def read_ncu_rep(path: Path) -> Report:
     """Read every kernel result of a ``.ncu-rep`` file."""
-    head = path.read_bytes()[:4096] if path.stat().st_size else b""
+    with path.open("rb") as fh:
+        head = fh.read(len(_REP_MAGIC))  # the header only: reports run to tens of MB
     if not head:
         raise ReportParseError(f"{path}: file is empty")
     if not head.startswith(_REP_MAGIC):
