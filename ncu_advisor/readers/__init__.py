@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..errors import ReportParseError
 from ..report import LAUNCH_COLUMNS, Report
+from .common import base_suffix
 from .csv_export import read_csv_export
 from .ncu_rep import read_ncu_rep
 
@@ -33,7 +34,7 @@ def _expand(paths: Iterable[str | os.PathLike]) -> list[tuple[Path, bool]]:
         path = Path(p)
         if path.is_dir():
             found = sorted(f for f in path.rglob("*") if f.is_file()
-                           and f.suffix.lower() in (".csv", ".ncu-rep"))
+                           and base_suffix(f) in (".csv", ".ncu-rep"))
             if not found:
                 raise ReportParseError(f"{path}: directory holds no .csv or .ncu-rep reports")
             files.extend((f, True) for f in found)

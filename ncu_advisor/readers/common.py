@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
 import re
+import zlib
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,6 +17,27 @@ _TRIPLE = re.compile(r"\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)")
 # ncu metric names are lower-case identifiers with underscores ("inst_executed",
 # "dram__bytes_read.sum"); labels have capitals or spaces ("Duration", "DRAM Throughput").
 METRIC_NAME = re.compile(r"^[a-z0-9.]*_[a-z0-9_.]*$")
+
+
+def read_input_bytes(path: Path) -> bytes:
+    """Return a file's bytes, decompressing ``.gz`` files (saved or attached logs often are)."""
+    from ..errors import ReportParseError
+
+    raw = path.read_bytes()
+    if path.suffix.lower() != ".gz":
+        return raw
+    try:
+        return gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ReportParseError(f"{path}: broken gzip file ({exc})") from None
+
+
+def base_suffix(path: Path) -> str:
+    """The suffix that names the form, below a ``.gz``: ``x.csv.gz`` -> ``.csv``."""
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    return suffixes[-1] if suffixes else ""
 
 
 _NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"

@@ -32,6 +32,7 @@ from .common import (
     nvtx_ranges,
     parse_numbers,
     parse_triples,
+    read_input_bytes,
     short_name,
 )
 from .labels import resolve_labels
@@ -64,7 +65,7 @@ def decode(raw: bytes, path: Path) -> str:
 
 def read_csv_export(path: Path) -> Report:
     """Read one ncu CSV export of any page or option into a Report."""
-    raw = path.read_bytes()
+    raw = read_input_bytes(path)
     if not raw or raw.isspace():
         raise ReportParseError(f"{path}: file is empty")
     if b"\x00" in raw[:4096] and not raw.startswith((b"\xff\xfe", b"\xfe\xff")):
