@@ -14,11 +14,14 @@ import numpy as np
 import pandas as pd
 
 from . import __version__
-from .derive.quantities import compute_quantities, label_of, unit_of
+from .derive.ncu_evidence import ncu_rule_categories, ncu_rule_quantities
+from .derive.origin import origin_table
+from .derive.quantities import compute_with_provenance, label_of, unit_of
 from .derive.roofline import Roofline, roofline_for
 from .report import Report
-from .rules_engine.engine import SEVERITY_RANK, Finding, NotEvaluated, evaluate
+from .rules_engine.engine import SEVERITY_RANK, Finding, NotEvaluated, Provenance, evaluate
 from .rules_engine.loader import load_rules
+from .rules_engine.policy import apply_policy
 from .rules_engine.schema import Rule
 
 SCHEMA_VERSION = 1
@@ -70,6 +73,7 @@ class Analysis:
     command: list[str] | None = None
     extra_session: dict = field(default_factory=dict)
     launch_shapes: dict[int, dict] = field(default_factory=dict)
+    origins: pd.DataFrame | None = None  # per launch: origin, origin_label, role
 
     @property
     def total_time_ns(self) -> float:
@@ -131,6 +135,14 @@ class Analysis:
         out.sort(key=lambda g: (-(g["estimated_saving_ns"] or 0.0), SEVERITY_RANK[g["severity"]]))
         return out
 
+    def _origin_of(self, launch: int) -> dict:
+        """The kernel's origin fields for the JSON (``origin``, ``origin_label``, ``role``)."""
+        if self.origins is None or launch not in self.origins.index:
+            return {"origin": None, "origin_label": None, "role": None}
+        row = self.origins.loc[launch]
+        return {"origin": row["origin"], "origin_label": row["origin_label"],
+                "role": None if pd.isna(row["role"]) else row["role"]}
+
     def bounds(self) -> dict[str, int]:
         """How many launches are memory-, compute-, latency-bound or unknown."""
         counts = {"memory": 0, "compute": 0, "latency": 0, "unknown": 0}
@@ -175,6 +187,7 @@ class Analysis:
                     for n in self.not_evaluated if n.launch == launch
                 ],
                 "ncu_rules": rules_by_launch.get(launch, []),
+                **self._origin_of(launch),
             }
             if include_metrics:
                 entry["metrics"] = _metric_list(metrics_by_launch.get(launch))
@@ -295,9 +308,21 @@ def _with_launch_shape(report: Report) -> pd.DataFrame:
     return wide
 
 
+def with_origin(launches: pd.DataFrame, origins: str | None = None) -> pd.DataFrame:
+    """The launch table with each kernel's origin (user or library) and role added."""
+    table = origin_table(origins)
+    found = {name: table.classify(str(name)) for name in launches["name"].unique()}
+    roles = {name: table.role(str(name)) for name in launches["name"].unique()}
+    return launches.assign(
+        origin=launches["name"].map(lambda n: found[n].id),
+        origin_label=launches["name"].map(lambda n: found[n].label),
+        origin_library=launches["name"].map(lambda n: found[n].library),
+        role=launches["name"].map(roles))
+
+
 def analyze(report: Report, rules: list[Rule] | None = None,
             rules_dirs: list[Path] | None = None, measured_bandwidth: float | None = None,
-            command: list[str] | None = None) -> Analysis:
+            command: list[str] | None = None, origins: str | None = None) -> Analysis:
     """Analyze a Report: derive quantities, place every launch on the roofline, run the rules.
 
     Args:
@@ -306,13 +331,18 @@ def analyze(report: Report, rules: list[Rule] | None = None,
         rules_dirs: extra folders of rule files (``--rules DIR``).
         measured_bandwidth: a measured DRAM roof in byte/s, shown beside the datasheet one.
         command: the profiled command line, when the analysis comes from ``ncu-advise ./app``.
+        origins: a file of extra kernel origins (format of ``data/origins.toml``).
 
     """
     if rules is None:
         rules = load_rules(rules_dirs)
     wide = _with_launch_shape(report)
-    quantities = compute_quantities(wide)
-    launches = report.launches
+    stated = ncu_rule_quantities(report.ncu_rules, wide.index, report.metrics)
+    quantities, from_rule = compute_with_provenance(wide, stated)
+    opt = ncu_rule_categories(report.ncu_rules)
+    provenance = Provenance(from_rule, {int(k): set(g["category"]) for k, g in
+                                        opt.groupby("launch")} if len(opt) else {})
+    launches = with_origin(report.launches, origins)
     weighted = (launches.set_index("launch")["duration_ns"]
                 * launches.set_index("launch")["invocations"])
     quantities["time_share_pct"] = 100.0 * weighted / np.nansum(weighted)
@@ -324,10 +354,12 @@ def analyze(report: Report, rules: list[Rule] | None = None,
         rooflines[int(launch)] = roofline_for(wrow, qrow, gpu, measured_bandwidth)
         occupancy[int(launch)] = occupancy_summary(wrow, qrow)
     shapes = _add_calculator(report, occupancy)
-    findings, skipped = evaluate(rules, quantities, launches)
+    findings, skipped = evaluate(rules, quantities, launches, provenance)
+    findings = apply_policy(findings, launches, origin_table(origins))
     return Analysis(report=report, quantities=quantities, rooflines=rooflines,
                     occupancy=occupancy, findings=findings, not_evaluated=skipped, rules=rules,
-                    command=command, launch_shapes=shapes)
+                    command=command, launch_shapes=shapes,
+                    origins=launches.set_index("launch")[["origin", "origin_label", "role"]])
 
 
 def _add_calculator(report: Report, occupancy: dict[int, dict]) -> dict[int, dict]:

@@ -20,7 +20,9 @@ from ..errors import ReportParseError
 from ..report import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, Report
 from .common import short_name
 
-_MSG_TYPE = {0: None, 1: "INF", 2: "WRN", 3: "ERR", 4: "OPT"}
+# The ncu_report module's own MsgType enum (OK 1, OPTIMIZATION 2, WARNING 3, ERR 4); it differs
+# from the numbering inside the report file. Checked against the CSV export of the same report.
+_MSG_TYPE = {0: None, 1: "INF", 2: "OPT", 3: "WRN", 4: "ERR"}
 _SPEEDUP_TYPE = {0: None, 1: "local", 2: "global"}
 _REP_MAGIC = b"NVR\x00"  # first bytes of every report ncu 2025.3 writes
 
