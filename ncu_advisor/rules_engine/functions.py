@@ -60,6 +60,8 @@ def _runs(launches: pd.DataFrame, starts: Callable[[int], bool],
     runs: list[list[int]] = []
     current: list[int] = []
     prev = None
+    if "form" in launches:  # a per-kernel summary has no launch order to follow
+        launches = launches[launches["form"] != "summary"]
     for row in launches.sort_values(["source", "launch"]).itertuples(index=False):
         launch = int(row.launch)
         if current and prev is not None and _same_stream(prev, row) and continues(current,
@@ -175,7 +177,8 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
             estimated_speedup_pct=pct,
             estimated_saving_ns=pct / 100.0 * duration if pct is not None else None,
             demo=rule.demo, references=list(rule.references), launch=None,
-            kernel_ids=[int(launches.set_index("launch").at[c, "id"]) for c in chain],
+            kernel_ids=[int(i) for i in launches.set_index("launch").loc[chain, "id"]
+                        if not pd.isna(i)],
             launch_ids=[int(c) for c in chain],
         ))
     return findings, []
