@@ -116,7 +116,8 @@ class Analysis:
                     "confidence": f.confidence, "title": f.title, "kernel": kernel,
                     "kernel_ids": [], "launch_ids": [], "launches": 0, "estimated_saving_ns": 0.0,
                     "has_estimate": False, "advice": f.advice, "demo": f.demo,
-                    "evidence": f.evidence,
+                    "evidence": f.evidence, "evidence_source": f.evidence_source,
+                    "origin": f.origin, "note": f.note,
                 }
             g["kernel_ids"].extend(ids)
             g["launch_ids"].extend([f.launch] if f.launch is not None else f.launch_ids)
@@ -308,6 +309,31 @@ def _with_launch_shape(report: Report) -> pd.DataFrame:
     return wide
 
 
+# Forms that print section bodies and rule messages but not every raw counter.
+_BODY_ONLY_FORMS = {"details", "text", "summary"}
+RAW_EXPORT_HINT = ("the raw page of the same capture (ncu --import FILE.ncu-rep --csv --page raw) "
+                   "or the .ncu-rep itself")
+
+
+def _point_to_raw_export(skipped: list[NotEvaluated], launches: pd.DataFrame,
+                         ) -> list[NotEvaluated]:
+    """Say where a metric missing from a details-page (or text) export is.
+
+    It was usually collected but not printed: export the raw page first; collect it only if
+    the capture lacked it.
+    """
+    if "form" not in launches:
+        return skipped
+    forms = dict(zip(launches["launch"], launches["form"], strict=True))
+    all_body_only = set(forms.values()) <= _BODY_ONLY_FORMS
+    for n in skipped:
+        body_only = forms.get(n.launch) in _BODY_ONLY_FORMS if n.launch is not None \
+            else all_body_only
+        if body_only and not n.collect_with.startswith(RAW_EXPORT_HINT):
+            n.collect_with = f"{RAW_EXPORT_HINT}; if not collected: {n.collect_with}"
+    return skipped
+
+
 def with_origin(launches: pd.DataFrame, origins: str | None = None) -> pd.DataFrame:
     """The launch table with each kernel's origin (user or library) and role added."""
     table = origin_table(origins)
@@ -355,6 +381,7 @@ def analyze(report: Report, rules: list[Rule] | None = None,
         occupancy[int(launch)] = occupancy_summary(wrow, qrow)
     shapes = _add_calculator(report, occupancy)
     findings, skipped = evaluate(rules, quantities, launches, provenance)
+    skipped = _point_to_raw_export(skipped, launches)
     findings = apply_policy(findings, launches, origin_table(origins))
     return Analysis(report=report, quantities=quantities, rooflines=rooflines,
                     occupancy=occupancy, findings=findings, not_evaluated=skipped, rules=rules,

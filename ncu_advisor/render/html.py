@@ -321,6 +321,8 @@ class FindingRow:
     advice: str | None
     demo: str | None
     evidence: list[Evidence]
+    evidence_source: str | None = None  # metrics, ncu-rule, both
+    note: str | None = None  # why severity or advice were adjusted (library kernel, ...)
 
 
 @dataclass
@@ -438,6 +440,7 @@ class KernelSection:
     short_name: str
     source: str | None
     grid: Any
+    origin_label: str | None
     block: Any
     facts: list[Fact]
     invocations: Any
@@ -676,6 +679,8 @@ def _finding(item: Mapping[str, Any], rank: int, links: list[KernelLink]) -> Fin
         speedup_pct=_number(item.get("estimated_speedup_pct")),
         advice=_text(item.get("advice")),
         demo=_text(item.get("demo")),
+        evidence_source=_text(item.get("evidence_source")),
+        note=_text(item.get("note")),
         evidence=_evidence(item.get("evidence")),
     )
 
@@ -861,6 +866,7 @@ def _kernel(index: int, kernel: Mapping[str, Any]) -> KernelSection:
         id=kernel.get("id", index),
         name=name,
         short_name=_text(kernel.get("short_name")) or name,
+        origin_label=_text(kernel.get("origin_label")),
         source=_text(kernel.get("source")),
         grid=kernel.get("grid"),
         block=kernel.get("block"),

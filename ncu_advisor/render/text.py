@@ -61,6 +61,10 @@ def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
             lines.append(f"{i:>2}. [{_SEV[f['severity']]}] {f['category']}: "
                          f"{_clip(f['kernel'], 40)}{gain}")
             lines.append(textwrap.indent(textwrap.fill(f["title"], width - 6), "      "))
+            if f.get("note"):
+                lines.append(_clip("      note: " + f["note"], width))
+            if f.get("evidence_source") == "ncu-rule":
+                lines.append("      evidence: Nsight Compute's rule message (no raw metric)")
             advice = " ".join(f["advice"].split())
             first = advice.split(". ")[0].rstrip(".") + "."
             lines.append(_clip("      fix: " + first, width))
