@@ -70,12 +70,16 @@ def load_labels(path: str | Path) -> dict[str, dict[int, dict]]:
     return out
 
 
-def reported_categories(analysis: Analysis) -> dict[int, set[str]]:
-    """Medium/high finding categories per ncu launch ID (chains count on each launch)."""
+def reported_categories(analysis: Analysis,
+                        severities: tuple[str, ...] = COUNTED) -> dict[int, set[str]]:
+    """Finding categories per ncu launch ID at the given severities.
+
+    A chain finding counts on each launch of the chain.
+    """
     ids = analysis.report.launches.set_index("launch")["id"]
     out: dict[int, set[str]] = {}
     for f in analysis.findings:
-        if f.severity not in COUNTED or f.category in _UNCOUNTED_CATEGORIES:
+        if f.severity not in severities or f.category in _UNCOUNTED_CATEGORIES:
             continue
         launches = [f.launch] if f.launch is not None else f.launch_ids
         for launch in launches:
@@ -84,12 +88,17 @@ def reported_categories(analysis: Analysis) -> dict[int, set[str]]:
 
 
 def not_evaluated_categories(analysis: Analysis) -> dict[int, set[str]]:
-    """Categories some rule could not evaluate, per ncu launch ID."""
+    """Categories some rule could not evaluate, per ncu launch ID.
+
+    An application rule (fusion chains, multi-pass reads) that could not run counts on every
+    launch.
+    """
     ids = analysis.report.launches.set_index("launch")["id"]
     out: dict[int, set[str]] = {}
     for n in analysis.not_evaluated:
-        if n.launch is not None:
-            out.setdefault(int(ids[n.launch]), set()).add(n.category)
+        launches = [n.launch] if n.launch is not None else list(ids.index)
+        for launch in launches:
+            out.setdefault(int(ids[launch]), set()).add(n.category)
     return out
 
 

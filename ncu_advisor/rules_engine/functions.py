@@ -120,15 +120,20 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
     low_intensity = q["arith_intensity_dram"].fillna(0.0) < 4.0
     memory_bound = (q["mem_pct"] >= q["sm_pct"]) & low_intensity & (q["mem_pct"] >= 30.0)
     # A details-page export has DRAM bytes but not the read/write split: take half each way.
-    # That cannot tell a reduction (reads much, writes little) from a map, so such a link is
-    # weaker unless both kernels are elementwise ops.
+    # That cannot tell a reduction (reads much, writes little) from a map, so without the split
+    # only elementwise ops (which write what they read) or launches of one NVTX range link.
     split_known = (q["dram_read_bytes"].notna() & q["dram_write_bytes"].notna()).to_dict()
+    judgeable = {int(r.launch): bool(split_known.get(int(r.launch)))
+                 or getattr(r, "role", None) == "elementwise" or not pd.isna(getattr(r, "nvtx",
+                                                                                        None))
+                 for r in launches.itertuples(index=False)}
     reads = q["dram_read_bytes"].fillna(0.5 * q["dram_bytes"]).to_dict()
     writes = q["dram_write_bytes"].fillna(0.5 * q["dram_bytes"]).to_dict()
     rows = {int(r.launch): r for r in launches.itertuples(index=False)}
 
     def candidate(launch: int) -> bool:
-        return bool(memory_bound.get(launch, False)) and _fusable(rows[launch])
+        return (bool(memory_bound.get(launch, False)) and _fusable(rows[launch])
+                and judgeable[launch])
 
     chains = _runs(
         launches,
@@ -147,9 +152,6 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
         # Matching traffic alone cannot prove one kernel consumes the other's output (two
         # variants of one step look the same): without a shared NVTX range, medium at most.
         confidence = "high" if in_one_range else "medium"
-        if not in_one_range and not all(split_known[c] or getattr(rows[c], "role", None) ==
-                                         "elementwise" for c in chain):
-            confidence = "low"
         sub = q.loc[chain]
         total = float(sum(reads[c] + writes[c] for c in chain))
         ideal = float(reads[chain[0]] + writes[chain[-1]])
@@ -181,6 +183,9 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
                         if not pd.isna(i)],
             launch_ids=[int(c) for c in chain],
         ))
+    unjudged = [c for c, ok in judgeable.items() if not ok and memory_bound.get(c, False)]
+    if unjudged:  # say so instead of staying silent about them
+        return findings, [_not_evaluated(rule, None, ["dram_read_bytes", "dram_write_bytes"])]
     return findings, []
 
 
