@@ -435,6 +435,8 @@ class RunDiff:
                 row["verdict"] = p.match if p.match in ("new", "gone") else "unknown"
             row["bound"] = {"before": _bound(self.before, p.before),
                             "after": _bound(self.after, p.after)}
+            row["roofline"] = {"before": _roof_point(self.before, p.before),
+                               "after": _roof_point(self.after, p.after)}
             row["quantities"] = _quantity_deltas(self.before, p.before, self.after, p.after)
             rows.append(_json_safe(row))
         return rows
@@ -461,6 +463,7 @@ class RunDiff:
                 "observed": self.noise.observed,
             },
             "match_counts": counts,
+            "roofs": _roofs(self.before, self.after),
             "pairs": self.pair_rows(),
             "findings": self.findings,
         })
@@ -488,6 +491,35 @@ def _kernel_ref(launches: pd.DataFrame, launch: int | None) -> dict | None:
 
 def _bound(analysis: Analysis, launch: int | None) -> str | None:
     return None if launch is None else analysis.rooflines[launch].bound
+
+
+def _roof_point(analysis: Analysis, launch: int | None) -> dict | None:
+    """Where a launch sits on the roofline (DRAM intensity, achieved FLOP/s)."""
+    if launch is None:
+        return None
+    r = analysis.rooflines[launch]
+    return {"arithmetic_intensity": r.arithmetic_intensity, "achieved_flops": r.achieved_flops,
+            "achieved_bandwidth": r.achieved_bandwidth, "bound": r.bound,
+            "precision": r.precision}
+
+
+def _roofs(*runs: Analysis) -> dict:
+    """The device's compute (FLOP/s by precision) and memory (byte/s by level) roofs.
+
+    The largest value seen over both runs' launches wins, as on the report's roofline chart.
+    """
+    compute: dict[str, float] = {}
+    memory: dict[str, float] = {}
+    for run in runs:
+        for r in run.rooflines.values():
+            for precision, peak in (r.peaks or {}).items():
+                if peak is not None and math.isfinite(peak) and peak > 0:
+                    compute[precision] = max(compute.get(precision, 0.0), peak)
+            for level, entry in (r.levels or {}).items():
+                bw = entry.get("peak_bandwidth")
+                if bw is not None and math.isfinite(bw) and bw > 0:
+                    memory[level] = max(memory.get(level, 0.0), bw)
+    return {"compute": compute, "memory": memory}
 
 
 def _quantity_deltas(before: Analysis, lb: int | None, after: Analysis,
