@@ -101,7 +101,7 @@ def diff_command(
     elif format is DiffFormat.html:
         from .render.diff_html import render_diff_html
 
-        text = render_diff_html(data, result)
+        text = render_diff_html(data)
     else:
         from .render.diff_text import render_diff_text
 

@@ -82,7 +82,7 @@ def render_diff_text(diff: dict, gates: list[dict] | None = None, top: int = 30,
                      f"{fmt_time(row['after_ns']) if row['after_ns'] is not None else '-':>9} "
                      f"{_signed_time(row['delta_ns']):>10} {_speedup(row['speedup']):>8}  "
                      f"{row['verdict']:<7} {row['match']:<8} {names[0]}")
-        lines.extend(f"{'':>56}{name}" for name in names[1:])
+        lines.extend(f"{'':>55}{name}" for name in names[1:])
     if len(rows) > top:
         lines.append(f"      ... {len(rows) - top} more pairs (use --format json)")
     findings = diff["findings"]
