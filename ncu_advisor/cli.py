@@ -384,10 +384,13 @@ def _register_optional() -> None:
     except ImportError:
         return
     app.command("occupancy")(occupancy_command)
+    from .cli_diff import diff_command
+
+    app.command("diff")(diff_command)
 
 
 _register_optional()
-COMMANDS = {"analyze", "export", "rules", "demo", "profile", "occupancy"}
+COMMANDS = {"analyze", "export", "rules", "demo", "profile", "occupancy", "diff"}
 
 
 def main(argv: list[str] | None = None) -> int:
