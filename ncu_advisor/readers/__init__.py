@@ -95,11 +95,19 @@ def _merge_same_launches(report: Report) -> Report:
     first = keyed.groupby(_SAME_LAUNCH, dropna=False, sort=False)["launch"].transform("min")
     remap = dict(zip(keyed["launch"], first, strict=True))
     keep = launches[~launches["launch"].isin([k for k, v in remap.items() if k != v])]
-    # Fill what the first copy lacked (a raw export has no NVTX; a details one may).
+    # Fill what the first copy lacked (a raw export has no NVTX; a details one may). The
+    # duration comes from the most precise copy: a details page prints 3 significant digits.
+    precision = {"raw": 0, "ncu-rep": 0}
+    rank = (launches["form"].map(precision).fillna(1) if "form" in launches
+            else pd.Series(1, index=launches.index))
     for col in ("duration_ns", "nvtx"):
-        donors = launches.assign(target=launches["launch"].map(remap)).dropna(subset=[col])
-        fill = donors.drop_duplicates("target").set_index("target")[col]
-        keep = keep.assign(**{col: keep[col].fillna(keep["launch"].map(fill))})
+        donors = launches.assign(target=launches["launch"].map(remap), rank=rank).dropna(
+            subset=[col])
+        if col == "duration_ns":
+            donors = donors.sort_values("rank", kind="stable")
+        fill = keep["launch"].map(donors.drop_duplicates("target").set_index("target")[col])
+        keep = keep.assign(**{col: keep[col].fillna(fill) if col == "nvtx"
+                              else fill.fillna(keep[col])})
     metrics = report.metrics.assign(launch=report.metrics["launch"].replace(remap))
     rules = report.ncu_rules.assign(launch=report.ncu_rules["launch"].replace(remap))
     rules = rules.drop_duplicates(subset=["launch", "rule", "type", "description"])
