@@ -16,10 +16,13 @@ import pandas as pd
 from . import __version__
 from .derive.quantities import compute_quantities, label_of, unit_of
 from .derive.roofline import Roofline, roofline_for
+from .derive.source_lines import attribute
+from .regions import Region, summarize_regions
 from .report import Report
 from .rules_engine.engine import SEVERITY_RANK, Finding, NotEvaluated, evaluate
 from .rules_engine.loader import load_rules
 from .rules_engine.schema import Rule
+from .validity import validity_checks
 
 SCHEMA_VERSION = 1
 # Quantities shown for every kernel (JSON "quantities", the HTML kernel table, text output).
@@ -70,6 +73,12 @@ class Analysis:
     command: list[str] | None = None
     extra_session: dict = field(default_factory=dict)
     launch_shapes: dict[int, dict] = field(default_factory=dict)
+    regions: list[Region] = field(default_factory=list)
+
+    @property
+    def validity(self) -> list[dict]:
+        """What limits trust in the numbers (``validity.py``); reads ``extra_session`` too."""
+        return validity_checks(self.report, self.rules, self.not_evaluated, self.extra_session)
 
     @property
     def total_time_ns(self) -> float:
@@ -112,7 +121,8 @@ class Analysis:
                     "confidence": f.confidence, "title": f.title, "kernel": kernel,
                     "kernel_ids": [], "launch_ids": [], "launches": 0, "estimated_saving_ns": 0.0,
                     "has_estimate": False, "advice": f.advice, "demo": f.demo,
-                    "evidence": f.evidence,
+                    "evidence": f.evidence, "source_lines": f.source_lines,
+                    "source_cause": f.source_cause, "collect_with": f.collect_with,
                 }
             g["kernel_ids"].extend(ids)
             g["launch_ids"].extend([f.launch] if f.launch is not None else f.launch_ids)
@@ -210,6 +220,8 @@ class Analysis:
             },
             "kernels": kernels,
             "findings": [_json_safe(g) for g in self.ranked()],
+            "regions": [_json_safe(r.to_dict()) for r in self.regions],
+            "validity": self.validity,
         }
 
 
@@ -325,9 +337,11 @@ def analyze(report: Report, rules: list[Rule] | None = None,
         occupancy[int(launch)] = occupancy_summary(wrow, qrow)
     shapes = _add_calculator(report, occupancy)
     findings, skipped = evaluate(rules, quantities, launches)
+    attribute(findings, report.source_lines)
+    regions = summarize_regions(launches, {k: r.bound for k, r in rooflines.items()}, findings)
     return Analysis(report=report, quantities=quantities, rooflines=rooflines,
                     occupancy=occupancy, findings=findings, not_evaluated=skipped, rules=rules,
-                    command=command, launch_shapes=shapes)
+                    command=command, launch_shapes=shapes, regions=regions)
 
 
 def _add_calculator(report: Report, occupancy: dict[int, dict]) -> dict[int, dict]:

@@ -107,11 +107,12 @@ def _merge_same_launches(report: Report) -> Report:
     lines = report.source_lines.assign(launch=report.source_lines["launch"].replace(remap))
     # Renumber so launch numbers stay 0..n-1.
     order = {old: new for new, old in enumerate(keep["launch"])}
+    session = {**report.session, "merged_launches": len(launches) - len(keep)}
     return Report(
         launches=keep.assign(launch=keep["launch"].map(order)).reset_index(drop=True),
         metrics=metrics.assign(launch=metrics["launch"].map(order)).reset_index(drop=True),
         ncu_rules=rules.assign(launch=rules["launch"].map(order)).reset_index(drop=True),
-        session=report.session, sources=report.sources, warnings=report.warnings,
+        session=session, sources=report.sources, warnings=report.warnings,
         source_lines=lines.assign(launch=lines["launch"].map(order)).reset_index(drop=True),
     )
 

@@ -37,6 +37,11 @@ class Finding:
     launch: int | None = None
     kernel_ids: list[int] = field(default_factory=list)
     launch_ids: list[int] = field(default_factory=list)  # application findings: launches
+    # Findings that live on lines: the top source lines of the cause (derive/source_lines.py),
+    # or how to collect source-level counters when the input lacks them.
+    source_lines: list[dict] = field(default_factory=list)
+    source_cause: str | None = None
+    collect_with: str | None = None
 
     def to_dict(self) -> dict:
         """Return the JSON form (contract field names)."""
