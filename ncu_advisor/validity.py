@@ -31,7 +31,6 @@ _OPTION = {
     "launch_count": re.compile(r"(?:^|\s)(?:-c|--launch-count)[ =](\d+)"),
     "section_set": re.compile(r"--set[ =](\S+)"),
 }
-_SECTION_HINT = "--set full (or the --section named)"
 
 
 def _entry(check: str, severity: str, message: str) -> dict:
@@ -131,49 +130,83 @@ def check_unavailable(report: Report, facts: dict, rules: list[Rule]) -> list[di
     return out
 
 
-def _sets_present(report: Report) -> set[str]:
-    """The ncu section sets whose metrics the input holds (from the metric->section table)."""
+_SET_ORDER = ("basic", "detailed", "full")
+
+
+def _sections_collected(report: Report) -> tuple[set[str], str | None]:
+    """The sections the capture collected, and the largest ncu set they point to.
+
+    Sections show through their metrics (any form) and through ncu's rule rows, which name
+    the section identifier even when the details page prints none of its metrics. A section
+    only ``--set full`` collects implies the whole set was collected.
+    """
     table = _metric_sections()
-    names = report.metrics["metric"].dropna().unique()
-    return {table[m][1] for m in names if m in table and table[m][1]}
+    set_of = dict(table.values())
+    seen = {table[m][0] for m in report.metrics["metric"].dropna().unique() if m in table}
+    seen |= set(report.ncu_rules["section"].dropna().astype(str))
+    sets = {set_of[s] for s in seen if set_of.get(s)}
+    largest = max(sets, key=_SET_ORDER.index, default=None) if sets else None
+    if largest:
+        wanted = _SET_ORDER[: _SET_ORDER.index(largest) + 1]
+        seen |= {s for s, set_name in set_of.items() if set_name in wanted}
+    return seen, largest
 
 
 def check_sections(report: Report, facts: dict, not_evaluated: list[NotEvaluated],
                    rules: list[Rule]) -> list[dict]:
-    """Sections missing for whole families of checks, with the --set or --section adding them."""
+    """Sections missing for whole families of checks, with the --set or --section adding them.
+
+    A missing metric whose section the input did collect was left out by the export (a
+    details page prints only the section bodies): the raw page or the ``.ncu-rep`` has it.
+    """
     if not not_evaluated:
         return []
     table = _metric_sections()
+    present, largest = _sections_collected(report)
     categories = {r.id: r.category for r in rules}
-    by_section: dict[str, set[str]] = {}
-    launches: set = set()
+    absent: dict[str, set[str]] = {}  # "--section X (--set Y)" -> rule families
+    unexported: set[str] = set()  # families whose metrics the export left out
     for n in not_evaluated:
-        launches.add(n.launch)
+        family = categories.get(n.rule, n.rule)
         for metric in n.missing:
             section, set_name = table.get(metric, (None, None))
-            key = (f"--section {section}" + (f" (--set {set_name})" if set_name else "")
-                   if section else "--metrics " + metric)
-            by_section.setdefault(key, set()).add(categories.get(n.rule, n.rule))
-    sets = _sets_present(report)
+            if section and section not in present:
+                key = f"--section {section}" + (f" (in --set {set_name})" if set_name else "")
+                absent.setdefault(key, set()).add(family)
+            else:
+                unexported.add(family)
     declared = facts.get("section_set")
     if declared:
         what = f"this is a --set {declared} capture"
-    elif sets and sets <= {"basic"}:
-        what = "this looks like a --set basic capture (only basic-set sections are present)"
+    elif report.metrics["section"].astype(str).eq("Command line profiler metrics").any():
+        what = "this is a --metrics capture (no sections)"
+    elif largest in ("basic", "detailed"):
+        what = f"this looks like a --set {largest} capture (only its sections are present)"
     else:
         what = "the input lacks some sections"
-    sections = [k for k in by_section if k.startswith("--section")]
-    loose = [k for k in by_section if k.startswith("--metrics")]
-    families = sorted({c for v in by_section.values() for c in v})
-    parts = [f"{k} for {', '.join(sorted(by_section[k]))}" for k in sorted(sections)]
-    if loose:
-        parts.append(f"{len(loose)} loose metric(s) (--metrics) for "
-                     f"{', '.join(sorted({c for k in loose for c in by_section[k]}))}")
-    n_rules = len({n.rule for n in not_evaluated})
-    return [_entry("missing-sections", "warning",
-                   f"{what}: {n_rules} rule(s) in {len(families)} famil"
-                   f"{'y' if len(families) == 1 else 'ies'} ({', '.join(families)}) could not "
-                   f"run. Profile with {_SECTION_HINT} to add them: {'; '.join(parts)}.")]
+    out = []
+    if absent:
+        families = sorted({c for v in absent.values() for c in v})
+        parts = [f"{k} for {', '.join(sorted(v))}" for k, v in sorted(absent.items())]
+        out.append(_entry("missing-sections", "warning",
+                          f"{what}: the checks of {len(families)} famil"
+                          f"{'y' if len(families) == 1 else 'ies'} ({', '.join(families)}) "
+                          f"lack their sections; profile with --set full, or add "
+                          f"{'; '.join(parts)}."))
+    # Raw pages and .ncu-rep files list every metric without a section; details pages do not.
+    details_only = not report.metrics["section"].isna().any()
+    if unexported and details_only:
+        out.append(_entry("missing-metrics", "warning",
+                          f"a details-page export prints only the section bodies: the checks "
+                          f"of {', '.join(sorted(unexported))} need metrics it leaves out; "
+                          "analyze the .ncu-rep, or add the raw page of the same capture "
+                          "(ncu --import R.ncu-rep --csv --page raw)."))
+    elif unexported:
+        out.append(_entry("missing-metrics", "info",
+                          f"the checks of {', '.join(sorted(unexported))} lack metrics that "
+                          "no section of this input holds (see each kernel's not-evaluated "
+                          "list for the --metrics to add)."))
+    return out
 
 
 def check_short_launches(report: Report) -> list[dict]:
