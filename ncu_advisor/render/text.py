@@ -101,23 +101,24 @@ def _validity_lines(entries: list[dict], width: int) -> list[str]:
 
 
 def _region_lines(regions: list[dict], width: int) -> list[str]:
-    """NVTX regions, outer before inner (indented), with time, share and launches."""
+    """NVTX regions, outer before inner (indented), with time, share, launches and bounds."""
     if not regions:
         return []
-    name_w = max(20, width - 50)
     parents = {r["parent"] for r in regions}
-    lines = [f"{'time':>9}  {'share':>6}  {'calls':>5}  {'kern':>4}  {'bound mix':<14} region"]
+    name_w = max(24, min(44, width - 56))
+    lines = [f"  {'NVTX range':<{name_w}}  {'time':>9}  {'share':>6}  {'calls':>5}  "
+             f"{'kern':>4}  bounds (c/l/m)"]
     for r in regions:
         share = f"{100 * r['time_share']:.1f}%" if r["time_share"] is not None else "n/a"
         mix = "/".join(f"{v}{k[0]}" for k, v in sorted(r["bounds"].items()))
         leaf = r["name"].rsplit("/", 1)[-1] if r["depth"] else r["name"]
         label = _clip("  " * r["depth"] + leaf, name_w)
-        lines.append(f"{fmt_time(r['duration_ns']):>9}  {share:>6}  {r['launches']:>5}  "
-                     f"{r['kernels']:>4}  {mix:<14} {label}")
+        lines.append(f"  {label:<{name_w}}  {fmt_time(r['duration_ns']):>9}  {share:>6}  "
+                     f"{r['launches']:>5}  {r['kernels']:>4}  {mix}")
         top = r["top_findings"][:1]
         if top and r["name"] not in parents:  # innermost ranges: their main finding
             f = top[0]
-            lines.append(_clip(f"{'':>47}{'  ' * r['depth']}  top: {f['category']} in "
+            lines.append(_clip(f"  {'  ' * r['depth']}  top: {f['category']} in "
                                f"{f['kernel']}", width))
     lines.append("")
     return lines
