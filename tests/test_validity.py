@@ -1,4 +1,4 @@
-"""The validity lint on real captures: ncu's notes, missing sections, short and duplicate launches."""
+"""The validity lint on real captures: ncu notes, missing sections, short and duplicate launches."""
 
 from __future__ import annotations
 
