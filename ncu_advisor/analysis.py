@@ -18,11 +18,14 @@ from .derive.ncu_evidence import ncu_rule_categories, ncu_rule_quantities
 from .derive.origin import origin_table
 from .derive.quantities import compute_with_provenance, label_of, unit_of
 from .derive.roofline import Roofline, roofline_for
+from .derive.source_lines import attribute
+from .regions import Region, summarize_regions
 from .report import Report
 from .rules_engine.engine import SEVERITY_RANK, Finding, NotEvaluated, Provenance, evaluate
 from .rules_engine.loader import load_rules
 from .rules_engine.policy import apply_policy
 from .rules_engine.schema import Rule
+from .validity import validity_checks
 
 SCHEMA_VERSION = 1
 # Quantities shown for every kernel (JSON "quantities", the HTML kernel table, text output).
@@ -74,6 +77,12 @@ class Analysis:
     extra_session: dict = field(default_factory=dict)
     launch_shapes: dict[int, dict] = field(default_factory=dict)
     origins: pd.DataFrame | None = None  # per launch: origin, origin_label, role
+    regions: list[Region] = field(default_factory=list)
+
+    @property
+    def validity(self) -> list[dict]:
+        """What limits trust in the numbers (``validity.py``); reads ``extra_session`` too."""
+        return validity_checks(self.report, self.rules, self.not_evaluated, self.extra_session)
 
     @property
     def total_time_ns(self) -> float:
@@ -118,6 +127,8 @@ class Analysis:
                     "has_estimate": False, "advice": f.advice, "demo": f.demo,
                     "evidence": f.evidence, "evidence_source": f.evidence_source,
                     "origin": f.origin, "note": f.note,
+                    "source_lines": f.source_lines,
+                    "source_cause": f.source_cause, "collect_with": f.collect_with,
                 }
             g["kernel_ids"].extend(ids)
             g["launch_ids"].extend([f.launch] if f.launch is not None else f.launch_ids)
@@ -224,6 +235,8 @@ class Analysis:
             },
             "kernels": kernels,
             "findings": [_json_safe(g) for g in self.ranked()],
+            "regions": [_json_safe(r.to_dict()) for r in self.regions],
+            "validity": self.validity,
         }
 
 
@@ -383,9 +396,11 @@ def analyze(report: Report, rules: list[Rule] | None = None,
     findings, skipped = evaluate(rules, quantities, launches, provenance)
     skipped = _point_to_raw_export(skipped, launches)
     findings = apply_policy(findings, launches, origin_table(origins))
+    attribute(findings, report.source_lines)
+    regions = summarize_regions(launches, {k: r.bound for k, r in rooflines.items()}, findings)
     return Analysis(report=report, quantities=quantities, rooflines=rooflines,
                     occupancy=occupancy, findings=findings, not_evaluated=skipped, rules=rules,
-                    command=command, launch_shapes=shapes,
+                    command=command, launch_shapes=shapes, regions=regions,
                     origins=launches.set_index("launch")[["origin", "origin_label", "role"]])
 
 

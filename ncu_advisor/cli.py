@@ -45,6 +45,14 @@ class OutputFormat(StrEnum):
     html = "html"
 
 
+class GroupBy(StrEnum):
+    """How the HTML report groups its findings list (``--group-by``)."""
+
+    nvtx = "nvtx"
+    kernel = "kernel"
+    origin = "origin"
+
+
 class ExportFormat(StrEnum):
     """Table formats of ``export``."""
 
@@ -102,14 +110,14 @@ def rich_console(stderr: bool):
     return Console(stderr=stderr)
 
 
-def render(result: dict, fmt: OutputFormat, top: int) -> str:
+def render(result: dict, fmt: OutputFormat, top: int, group_by: str | None = None) -> str:
     """Format one analysis result."""
     if fmt is OutputFormat.json:
         return json.dumps(result, indent=2, allow_nan=False) + "\n"
     if fmt is OutputFormat.html:
         from .render.html import render_html
 
-        return render_html(result)
+        return render_html(result, group_by=group_by)
     from .render.text import render_text
 
     return render_text(result, top=top)
@@ -135,6 +143,9 @@ def analyze(
     peak_bandwidth: Annotated[float | None, typer.Option(
         "--measured-bandwidth", help="A measured DRAM roof in GB/s, shown beside the "
         "datasheet peak (e.g. a device-to-device copy).")] = None,
+    group_by: Annotated[GroupBy | None, typer.Option(
+        "--group-by", help="HTML: group the findings list by nvtx range, kernel or origin.",
+        case_sensitive=False)] = None,
 ) -> None:
     """Analyze saved reports: launches ranked by GPU time, and the top findings."""
     from .analysis import analyze as run_analysis
@@ -151,7 +162,8 @@ def analyze(
         if format is OutputFormat.html and not include:
             report.warnings.append(f"raw-metric appendix left out ({len(report.launches)} "
                                    f"launches > {HTML_METRICS_LIMIT}); add --include-metrics")
-    text = render(result.to_dict(include_metrics=include), format, top)
+    text = render(result.to_dict(include_metrics=include), format, top,
+                  group_by=group_by.value if group_by else None)
     _warn(report.warnings)
     if output is None:
         typer.echo(text, nl=False)
@@ -366,6 +378,7 @@ def profile_cmd(
     # them) needs the ncu_report module, whose copy inside ncu 2025.3 crashed on the H200 machine.
     report = read_report([result.raw_csv, result.details_csv])
     report.warnings[:0] = list(result.warnings)
+    report.session["ncu_messages"] = list(result.log)  # its notes feed the validity lint
     analysis = run_analysis(report, rules_dirs=rules, command=[program, *args])
     analysis.extra_session.update(result.session_facts())
     analysis.extra_session["program_exit_code"] = result.program_exit_code

@@ -55,6 +55,11 @@ class Finding:
     evidence_source: str = "metrics"
     origin: str | None = None  # whose kernel (user, cublas, pytorch, ...)
     note: str | None = None  # why severity or advice were adjusted (library kernel, short launch)
+    # Findings that live on lines: the top source lines of the cause (derive/source_lines.py),
+    # or how to collect source-level counters when the input lacks them.
+    source_lines: list[dict] = field(default_factory=list)
+    source_cause: str | None = None
+    collect_with: str | None = None
 
     def to_dict(self) -> dict:
         """Return the JSON form (contract field names)."""
