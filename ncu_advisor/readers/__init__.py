@@ -120,8 +120,8 @@ def _expand(paths: Iterable[str | os.PathLike]) -> list[tuple[Path, bool]]:
         if path.is_dir():
             found = sorted(f for f in path.rglob("*") if f.is_file() and _looks_like_report(f))
             if not found:
-                raise ReportParseError(f"{path}: directory holds no .csv, .ncu-rep or ncu text "
-                                       "reports")
+                raise ReportParseError(f"{path}: directory holds no .csv or .ncu-rep reports "
+                                       "(nor ncu text output)")
             files.extend((f, True) for f in found)
         elif path.exists():
             files.append((path, False))
@@ -263,17 +263,18 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
         raise ReportParseError(f"{path}: {_ALONE.get(form, 'no profiled launches')}")
     if not parts:
         raise ReportParseError(f"no readable Nsight Compute report among the inputs ({skipped[0]})")
-    parts.extend(part for _, _, part in pages)
     launches, metrics, rules, warnings, session = [], [], [], list(skipped), {}
     offset = 0
     for part in parts:
         launches.append(part.launches.assign(launch=part.launches["launch"] + offset))
         metrics.append(part.metrics.assign(launch=part.metrics["launch"] + offset))
         rules.append(part.ncu_rules.assign(launch=part.ncu_rules["launch"] + offset))
+        offset += len(part.launches)
+    parts.extend(part for _, _, part in pages)  # they add facts and warnings, no rows
+    for part in parts:
         warnings.extend(part.warnings)
         for k, v in part.session.items():
             session.setdefault(k, v)
-        offset += len(part.launches)
     nonempty = [r for r in rules if not r.empty]
     report = Report(
         launches=pd.concat(launches, ignore_index=True)[LAUNCH_COLUMNS],
