@@ -206,8 +206,9 @@ def test_detect_form(path, form):
     assert detect_form(path, read_head(path)) == form
 
 
-def test_text_output_saved_under_another_name_is_found_by_content(tmp_path):
-    copy = tmp_path / "generated_profile.out"
+@pytest.mark.parametrize("name", ["generated_profile.out", "generated_profile.csv"])
+def test_text_output_saved_under_another_name_is_found_by_content(tmp_path, name):
+    copy = tmp_path / name
     shutil.copy(FOREIGN / "triton_kernels.txt", copy)
     assert detect_form(copy, read_head(copy)) == "text"
     assert len(read_report(copy).launches) == 4

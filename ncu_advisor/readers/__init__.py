@@ -18,7 +18,7 @@ from .common import base_suffix
 from .csv_export import read_csv_export
 from .ncu_rep import read_ncu_rep
 from .session_page import looks_like_session_page, read_session_page
-from .text import looks_like_text_output, read_text_output
+from .text import has_kernel_results, looks_like_text_output, read_text_output
 
 REPORT_SUFFIXES = (".csv", ".ncu-rep", ".txt", ".log")
 # Enough of a file to tell its form: a live log's ==PROF== lines come first.
@@ -87,8 +87,9 @@ def detect_form(path: Path, head: bytes) -> str:
     suffix = base_suffix(path)
     if suffix == ".ncu-rep":
         return "ncu-rep"
-    form = _form_by_content(_decode_head(head))
-    if suffix == ".csv" and form in (None, "text"):
+    text = _decode_head(head)
+    form = _form_by_content(text)
+    if suffix == ".csv" and form in (None, "text") and not has_kernel_results(text):
         return "csv"  # a live CSV's ==PROF== lines may fill the head; its reader decides
     if form is None and suffix in (".txt", ".log"):
         return "text"

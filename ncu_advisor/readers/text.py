@@ -108,13 +108,17 @@ def rule_id(section_id: str, description: str, index: int) -> str:
     return f"{section_id}.{index}"
 
 
+def has_kernel_results(head: str) -> bool:
+    """Whether text holds a kernel result: a ``[pid] process@host`` line, then a kernel line."""
+    lines = head.splitlines()
+    return any(PROCESS.match(line) and KERNEL.match(lines[i + 1].rstrip())
+               for i, line in enumerate(lines[:-1]))
+
+
 def looks_like_text_output(head: str) -> bool:
     """Whether the start of a file looks like ncu's plain-text output (or its log)."""
-    lines = head.splitlines()
-    for i, line in enumerate(lines[:-1]):
-        if PROCESS.match(line) and KERNEL.match(lines[i + 1].rstrip()):
-            return True
-    return any(line.startswith(("==PROF==", "==WARNING==", "==ERROR==")) for line in lines)
+    return has_kernel_results(head) or any(
+        line.startswith(("==PROF==", "==WARNING==", "==ERROR==")) for line in head.splitlines())
 
 
 @dataclass
@@ -176,7 +180,9 @@ def read_text_output(path: Path) -> Report:
         warnings.append(f"{path.name}: skipped {len(parsed.launches) - len(kept)} launch(es) "
                         "with no metric values (the file ends inside them?)")
     if not kept:
-        raise ReportParseError(f"{path}: no launch in this text output has metric values")
+        other = (" (its tables are not Metric Name / Metric Unit / Metric Value tables: print "
+                 "the details page)") if parsed.other_tables else ""
+        raise ReportParseError(f"{path}: no launch in this text output has metric values{other}")
     if any(not launch.complete for launch in kept):
         warnings.append(f"{path.name}: a table ends without its closing ruler (truncated?); "
                         "its rows so far were read")
