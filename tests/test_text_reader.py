@@ -297,6 +297,9 @@ FIRST_KERNEL = TRITON[: TRITON.index(b"\n  softmax_kernel")] + b"\n"
     ("generated_binary.txt", bytes(range(256)) * 4, "binary"),
     ("generated_prof_only.log", b"==PROF== Connected to process 1 (/bin/app)\n"
      b"==PROF== Disconnected from process 1\n", "no kernel results"),
+    ("generated_no_permission.log", b"==PROF== Connected to process 1 (/bin/app)\n"
+     b"==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
+     b"Performance Counters on the target device 0.\n", "it says: ==ERROR== ERR_NVGPUCTRPERM"),
     ("generated_header_only.txt", FIRST_KERNEL[: FIRST_KERNEL.index(b"    Warning")],
      "no launch in this text output has metric values"),
 ])

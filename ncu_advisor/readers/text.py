@@ -169,9 +169,11 @@ def read_text_output(path: Path) -> Report:
     parsed = _parse(lines)
     if not parsed.launches:
         if parsed.messages:
+            error = next((m for m in parsed.messages if m.startswith("==ERROR==")), None)
             raise ReportParseError(
-                f"{path}: ncu's messages only, no kernel results (ncu prints results to its "
-                "stdout or writes them to the -o report: analyze that)")
+                f"{path}: ncu's own messages only, no kernel results "
+                + (f"(it says: {error[:200]})" if error else
+                   "(with -o, the results are in the .ncu-rep: analyze that)"))
         raise ReportParseError(
             f"{path}: not Nsight Compute output (no '[pid] process@host' line followed by a "
             "kernel line such as '  name (1, 1, 1)x(32, 1, 1), Context 1, ...')")
@@ -216,7 +218,7 @@ def _parse(lines: list[str]) -> _Parse:
                 out.messages.append(line)
             continue  # program output
         m = KERNEL.match(line)
-        if m and process is not None and not line.startswith("   "):
+        if m and process is not None:
             launch = _Launch(*process, match=m)
             out.launches.append(launch)
             section = ""
