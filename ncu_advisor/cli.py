@@ -384,10 +384,16 @@ def _register_optional() -> None:
     except ImportError:
         return
     app.command("occupancy")(occupancy_command)
+    from .cli_store import ingest_command, query_command, trend_command
+
+    app.command("ingest")(ingest_command)
+    app.command("query")(query_command)
+    app.command("trend")(trend_command)
 
 
 _register_optional()
-COMMANDS = {"analyze", "export", "rules", "demo", "profile", "occupancy"}
+COMMANDS = {"analyze", "export", "rules", "demo", "profile", "occupancy", "ingest", "query",
+            "trend"}
 
 
 def main(argv: list[str] | None = None) -> int:
