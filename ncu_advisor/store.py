@@ -61,6 +61,8 @@ except ImportError:  # pragma: no cover - exercised on Windows only
 
 STORE_SCHEMA_VERSION = 1
 MARKER = "ncu-advise-store.json"
+JOURNAL = ".committing"  # the reports a commit in progress is renaming into place
+INDEX = "_index/files"  # per ingested file: a small file named by its hash, holding its report
 PART = "part-0.parquet"
 # The reports table is committed last: its partition marks a report complete.
 DATA_TABLES = ("launches", "metrics", "ncu_rules", "quantities", "findings")
@@ -207,17 +209,22 @@ def report_ids(store: str | os.PathLike) -> list[str]:
                   if (p / PART).is_file())
 
 
-def _repair(root: Path) -> None:
-    """Remove partitions left by an ingest killed while committing (called under the lock).
+def _recover(root: Path) -> None:
+    """Undo what an ingest killed while committing left behind (called under the lock).
 
-    Data partitions are renamed into place before the ``reports`` one, so a data partition
-    without its ``reports`` partition belongs to no committed report.
+    A commit lists its reports in the journal before renaming anything and removes the
+    journal when done; data partitions are renamed before the ``reports`` one. So after a
+    kill, a listed report without its ``reports`` partition is incomplete: remove its data.
     """
-    committed = {p.name for p in (root / "reports").glob("report_id=*") if (p / PART).is_file()}
-    for table in TABLES:
-        for part in (root / table).glob("report_id=*"):
-            if part.name not in committed or not (part / PART).is_file():
-                shutil.rmtree(part, ignore_errors=True)
+    journal = root / JOURNAL
+    if not journal.is_file():
+        return
+    for report_id in journal.read_text(encoding="utf-8").split():
+        name = _partition(report_id)
+        if not (root / "reports" / name / PART).is_file():
+            for table in TABLES:
+                shutil.rmtree(root / table / name, ignore_errors=True)
+    journal.unlink()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -360,26 +367,41 @@ def _unstage(stage: Path, report_id: str) -> None:
         shutil.rmtree(stage / table / _partition(report_id), ignore_errors=True)
 
 
-def _commit(root: Path, stage: Path, ids: list[str]) -> list[str]:
-    """Rename staged reports into place under the lock; return those added (new ones)."""
-    added = []
+def _commit(root: Path, stage: Path, staged: Mapping[str, list[str]]) -> list[str]:
+    """Rename staged reports into place under the lock; return the ids added (new ones).
+
+    ``staged`` maps each staged report id to the hashes of its files (for the index). All or
+    nothing: if a rename fails, the reports already moved are taken out again.
+    """
+    added: list[str] = []
+    moved: list[Path] = []
     with _locked(root):
-        _repair(root)
-        for report_id in ids:
-            name = _partition(report_id)
-            if (root / "reports" / name / PART).is_file():
-                continue  # a concurrent ingest added the same content first
-            moved: list[Path] = []
-            try:
+        _recover(root)
+        journal = root / JOURNAL
+        journal.write_text("\n".join(staged) + "\n", encoding="utf-8")
+        try:
+            for report_id in staged:
+                name = _partition(report_id)
+                if (root / "reports" / name / PART).is_file():
+                    continue  # a concurrent ingest added the same content first
                 for table in (*DATA_TABLES, "reports"):
                     target = root / table / name
                     os.rename(stage / table / name, target)
                     moved.append(target)
-            except BaseException:
-                for target in moved:
-                    shutil.rmtree(target, ignore_errors=True)
-                raise
-            added.append(report_id)
+                added.append(report_id)
+        except BaseException:
+            for target in moved:
+                shutil.rmtree(target, ignore_errors=True)
+            journal.unlink(missing_ok=True)
+            raise
+        journal.unlink()
+        # The index of ingested files only saves work (a file it lacks is read, then found
+        # in the store by its report id), so it is written after the commit.
+        index = root / INDEX
+        index.mkdir(parents=True, exist_ok=True)
+        for report_id in added:
+            for digest in staged[report_id]:
+                (index / digest).write_text(report_id, encoding="utf-8")
     return added
 
 
@@ -421,7 +443,7 @@ def add_report(store: str | os.PathLike, report: Report, analysis: Analysis | No
                            file_hashes=file_hashes, labels=labels)
     with _staging(root) as stage:
         _stage(stage, report_id, tables)
-        added = _commit(root, stage, [report_id])
+        added = _commit(root, stage, {report_id: file_hashes or [content_hash]})
     return added[0] if added else None
 
 
@@ -474,16 +496,13 @@ def file_hash(path: Path) -> str:
         raise ReportParseError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-def _known_files(root: Path) -> dict[str, str]:
-    """File hash -> report id of every file already ingested."""
-    known: dict[str, str] = {}
-    for part in (root / "reports").glob("report_id=*"):
-        path = part / PART
-        if path.is_file():
-            hashes = pq.read_table(path, columns=["file_hashes"]).column(0).to_pylist()
-            for h in hashes[0] or []:
-                known[h] = part.name.partition("=")[2]
-    return known
+def _stored_as(root: Path, digest: str) -> str | None:
+    """The report a file (by its hash) was ingested into, if any."""
+    entry = root / INDEX / digest
+    if entry.is_file():
+        return entry.read_text(encoding="utf-8").strip() or None
+    report_id = report_id_for(digest)  # a file ingested alone (or an index entry lost)
+    return report_id if (root / "reports" / _partition(report_id) / PART).is_file() else None
 
 
 def _launch_keys(report: Report) -> set[tuple]:
@@ -543,7 +562,6 @@ def ingest(store: str | os.PathLike, paths: Iterable[str | os.PathLike],
     labels = dict(labels or {})
     files = _expand(paths)
     root = create_store(store)
-    known = _known_files(root)
     result = IngestResult()
     from .rules_engine.loader import load_rules
 
@@ -555,8 +573,9 @@ def ingest(store: str | os.PathLike, paths: Iterable[str | os.PathLike],
             if progress is not None:
                 progress(done, len(files), path)
             digest = file_hash(path)
-            if digest in known:
-                result.already.append((str(path), known[digest]))
+            stored_as = _stored_as(root, digest)
+            if stored_as is not None:
+                result.already.append((str(path), stored_as))
                 continue
             if digest in seen:  # the same content given twice in one call
                 continue
@@ -592,7 +611,7 @@ def ingest(store: str | os.PathLike, paths: Iterable[str | os.PathLike],
             pending.append(_Pending(members, hashes, keys, report_id,
                                     int(report.launches["invocations"].sum()),
                                     len(analysis.findings)))
-        added = set(_commit(root, stage, [p.report_id for p in pending]))
+        added = set(_commit(root, stage, {p.report_id: p.hashes for p in pending}))
     for p in pending:
         source = ", ".join(str(m) for m in p.paths)
         if p.report_id in added:

@@ -186,11 +186,15 @@ def test_failed_ingest_leaves_the_store_as_it_was(tmp_path, folder):
 def test_an_interrupted_commit_is_repaired_by_the_next_ingest(tmp_path, folder):
     root = tmp_path / "s"
     store.ingest(root, [folder / "divergence.details.csv"])
-    # What a kill between renames leaves: data partitions without their reports partition.
+    # What a kill between renames leaves: the journal, and data partitions of a listed
+    # report without its reports partition.
     orphan = root / "launches" / "report_id=r0000000000000000"
     shutil.copytree(next((root / "launches").iterdir()), orphan)
+    (root / store.JOURNAL).write_text("r0000000000000000\n")
+    assert store.query(root, "SELECT count(DISTINCT report_id) AS n FROM launches").column(
+        "n")[0].as_py() == 2
     store.ingest(root, [folder / "fusion.details.csv"])
-    assert not orphan.exists()
+    assert not orphan.exists() and not (root / store.JOURNAL).exists()
     assert len(store.report_ids(root)) == 2
 
 
