@@ -238,7 +238,16 @@ def _column(values: pd.Series, typ: pa.DataType) -> pa.Array:
     if pa.types.is_floating(typ):
         return pa.array(pd.to_numeric(values, errors="coerce").astype("float64"), type=typ,
                         from_pandas=True)
-    obj = values.astype(object)
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        values = values.astype(object)
+    try:  # texts already (str / None / NaN): converted in Arrow's C++ code
+        arr = pa.array(values, from_pandas=True)
+        if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type) or pa.types.is_null(
+                arr.type):
+            return arr.cast(typ)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass
+    obj = values.astype(object)  # numbers or mixed objects in a text column
     return pa.array([None if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA
                      else str(v) for v in obj], type=typ)
 
@@ -355,16 +364,21 @@ def report_id_for(content_hash: str) -> str:
 # Writing: stage, then commit under the lock
 
 
+def _staged(stage: Path, table: str, report_id: str) -> Path:
+    """Where a table's partition of a report waits for its commit (flat: few folders to remove)."""
+    return stage / f"{table}.{_partition(report_id)}"
+
+
 def _stage(stage: Path, report_id: str, tables: Mapping[str, pa.Table]) -> None:
     for table, data in tables.items():
-        folder = stage / table / _partition(report_id)
-        folder.mkdir(parents=True, exist_ok=True)
+        folder = _staged(stage, table, report_id)
+        folder.mkdir()
         pq.write_table(data, folder / PART, compression="zstd")
 
 
 def _unstage(stage: Path, report_id: str) -> None:
     for table in TABLES:
-        shutil.rmtree(stage / table / _partition(report_id), ignore_errors=True)
+        shutil.rmtree(_staged(stage, table, report_id), ignore_errors=True)
 
 
 def _commit(root: Path, stage: Path, staged: Mapping[str, list[str]]) -> list[str]:
@@ -386,7 +400,7 @@ def _commit(root: Path, stage: Path, staged: Mapping[str, list[str]]) -> list[st
                     continue  # a concurrent ingest added the same content first
                 for table in (*DATA_TABLES, "reports"):
                     target = root / table / name
-                    os.rename(stage / table / name, target)
+                    os.rename(_staged(stage, table, report_id), target)
                     moved.append(target)
                 added.append(report_id)
         except BaseException:
