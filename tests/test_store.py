@@ -323,3 +323,26 @@ def test_cli_errors_are_one_line(tmp_path, capsys, labelled, args, message):
     code, out, err = run([*args, "--store", where], capsys)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+# Sample values for the parameters a named query requires (those without a default).
+REQUIRED = {"kernel": "tiling", "since": None}
+
+
+@pytest.mark.parametrize("name", sorted(store.named_queries()))
+def test_every_shipped_query_is_documented_and_runs(labelled, name):
+    q = store.named_queries()[name]
+    assert q.description and all(q.param_docs[p] for p in q.params)
+    params = {p: REQUIRED[p] or store.report_ids(labelled)[0]
+              for p, default in q.params.items() if default is None}
+    table = store.run_named(labelled, name, params)
+    assert table.num_columns >= 3
+    if name in ("reports", "trend", "top-kernels"):
+        assert table.num_rows > 0
+
+
+def test_cli_lists_the_named_queries(capsys, labelled):
+    code, out, _ = run(["query", "--store", str(labelled), "--list-queries"], capsys)
+    assert code == 0
+    assert {ln.split(":")[0] for ln in out.splitlines() if not ln.startswith(" ")} == set(
+        store.named_queries())

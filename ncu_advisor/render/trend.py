@@ -47,17 +47,24 @@ def _num(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _when(value: Any) -> str:
+def _when(value: Any, seconds: bool = False) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT:
         return "-"
-    return pd.Timestamp(value).strftime("%Y-%m-%d %H:%M")
+    return pd.Timestamp(value).strftime("%Y-%m-%d %H:%M" + (":%S" if seconds else ""))
 
 
 def _x_labels(frame: pd.DataFrame) -> list[str]:
-    """What names each report on the x axis: the label value, else its time."""
+    """What names each report on the x axis: the label value, else its time.
+
+    Times are shown to the minute, or to the second when reports share a minute (one ingest
+    of several reports).
+    """
     if frame["label_value"].notna().any():
         return [str(v) for v in frame["label_value"].fillna("-")]
-    return [_when(v) for v in frame["report_time"]]
+    minutes = [_when(v) for v in frame["report_time"]]
+    if len(set(minutes)) == len(minutes):
+        return minutes
+    return [_when(v, seconds=True) for v in frame["report_time"]]
 
 
 def describe(kernel: str | None, label: str | None, rows: int) -> str:
@@ -113,17 +120,18 @@ def trend_svg(frame: pd.DataFrame, title: str) -> str:
             if any(not math.isnan(v) for v in values):
                 bottom.plot(xs, values, marker=".", color=colour, linewidth=1.1, label=name)
         bottom.set_ylim(0, 105)
-        bottom.set_ylabel("% of peak")
+        bottom.set_ylabel("%")
         bottom.grid(axis="y", color="#e8eaed", linewidth=0.6)
-        if bottom.lines:
-            bottom.legend(loc="upper left", fontsize=7.5, frameon=False, ncols=3)
+        if bottom.lines:  # above the panel, so it never hides a point
+            bottom.legend(loc="lower left", bbox_to_anchor=(0.0, 0.98), fontsize=7.5,
+                          frameon=False, ncols=3, borderaxespad=0.0)
         bottom.xaxis.set_major_locator(MaxNLocator(nbins=min(len(xs), 12), integer=True))
         bottom.xaxis.set_major_formatter(FuncFormatter(
             lambda v, _pos: labels[int(v)][:20] if 0 <= int(v) < len(labels) else ""))
         for tick in bottom.get_xticklabels():
             tick.set_rotation(30)
             tick.set_horizontalalignment("right")
-        fig.subplots_adjust(left=0.08, right=0.98, top=0.93, bottom=0.2, hspace=0.08)
+        fig.subplots_adjust(left=0.1, right=0.98, top=0.93, bottom=0.2, hspace=0.16)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     svg = buf.getvalue()
