@@ -119,8 +119,9 @@ def ingest_command(
         "--label", help="KEY=VALUE label for every report added (repeatable): "
         "--label commit=abc123 --label branch=main.")] = None,
     group: Annotated[str, typer.Option(
-        "--group", help="capture: exports of one capture given together (its raw and details "
-        "CSV, its .ncu-rep) become one report; file: every file is a report.")] = "capture",
+        "--group", help="capture: CSV exports of one capture given together (its raw and "
+        "details page) become one report; file: every file is a report. A .ncu-rep is always "
+        "a report of its own.")] = "capture",
 ) -> None:
     """Add reports to a store; files already in it (same content) are skipped."""
     from .store import ingest, parse_labels
