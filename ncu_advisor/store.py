@@ -167,6 +167,28 @@ def _locked(root: Path) -> Iterator[None]:
                 msvcrt.locking(fh.fileno(), msvcrt.LK_UNLCK, 1)
 
 
+def _columns() -> dict[str, list[str]]:
+    return {table: SCHEMAS[table].names for table in TABLES}
+
+
+def _write_marker(root: Path, marker: dict) -> None:
+    tmp = root / f".{MARKER}.tmp"
+    tmp.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, root / MARKER)
+
+
+def _note_columns(root: Path) -> None:
+    """Mark the store when this version writes other columns than the store began with.
+
+    Readers then match columns by name over all files (DuckDB ``union_by_name``), which
+    reads every file's footer; a store of one schema reads the first file's only.
+    """
+    marker = _marker(root) or {}
+    if marker.get("columns") == _columns() or marker.get("mixed_columns"):
+        return
+    _write_marker(root, {**marker, "mixed_columns": True})
+
+
 def create_store(path: str | os.PathLike) -> Path:
     """Create a store in a new or empty folder (an existing store is opened as is).
 
@@ -189,12 +211,10 @@ def create_store(path: str | os.PathLike) -> Path:
                                  f"(holds {others[0]}); give a new or empty folder")
             for table in TABLES:
                 (root / table).mkdir(exist_ok=True)
-            marker = {"format": "ncu-advise report store", "schema_version": STORE_SCHEMA_VERSION,
-                      "tables": list(TABLES), "partitioning": "hive: report_id",
-                      "created_by": f"ncu-advise {__version__}"}
-            tmp = root / f".{MARKER}.tmp"
-            tmp.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
-            os.replace(tmp, root / MARKER)
+            _write_marker(root, {
+                "format": "ncu-advise report store", "schema_version": STORE_SCHEMA_VERSION,
+                "tables": list(TABLES), "partitioning": "hive: report_id",
+                "created_by": f"ncu-advise {__version__}", "columns": _columns()})
     return open_store(root)
 
 
@@ -391,6 +411,7 @@ def _commit(root: Path, stage: Path, staged: Mapping[str, list[str]]) -> list[st
     moved: list[Path] = []
     with _locked(root):
         _recover(root)
+        _note_columns(root)
         journal = root / JOURNAL
         journal.write_text("\n".join(staged) + "\n", encoding="utf-8")
         try:
@@ -548,9 +569,10 @@ def ingest(store: str | os.PathLike, paths: Iterable[str | os.PathLike],
     """Read reports into a store (created if needed); files already in it are skipped.
 
     Each file given, or found in a folder given, becomes one report, except that with
-    ``group="capture"`` (the default) exports of one capture given together (the raw and the
-    details CSV of one run, its ``.ncu-rep``) become one report, as :func:`read_report` merges
-    them: files that share a launch (same process ID, ncu ID, kernel and shape) are one run.
+    ``group="capture"`` (the default) CSV exports of one capture given together (the raw and
+    the details page of one run) become one report, as :func:`read_report` merges them: files
+    that share a launch (same process ID, ncu ID, kernel and shape) are one run. A
+    ``.ncu-rep`` is a report of its own (its reader gives no process ID to match).
 
     All or nothing: every report is staged first and committed at the end, so an input that
     fails to read leaves the store as it was. Files in folders that are not reports are
@@ -643,31 +665,51 @@ def _sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def connect(store: str | os.PathLike) -> duckdb.DuckDBPyConnection:
+def connect(store: str | os.PathLike,
+            tables: Iterable[str] | None = None) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per table over the store's Parquet files.
 
     Views: ``reports``, ``launches``, ``metrics``, ``ncu_rules``, ``quantities``, ``findings``
     (each with ``report_id`` first) and ``report_labels`` (``report_id``, ``key``, ``value``).
+
+    Args:
+        store: the store folder.
+        tables: make views for these tables only (default: all); each view lists its
+            table's files, so a query that names two tables need not list the other four.
+
     """
     import duckdb
 
     root = open_store(store)
+    wanted = set(TABLES if tables is None else tables)
+    if "report_labels" in wanted:
+        wanted.add("reports")
+    mixed = bool((_marker(root) or {}).get("mixed_columns"))
     con = duckdb.connect(":memory:")
     for table in TABLES:
+        if table not in wanted:
+            continue
         folder = root / table
         if next(folder.glob(f"report_id=*/{PART}"), None) is not None:
             pattern = _sql_text(str(folder / "report_id=*" / "*.parquet"))
             con.execute(
                 f"CREATE VIEW {table} AS SELECT report_id, * EXCLUDE (report_id) FROM "
                 f"read_parquet({pattern}, hive_partitioning = true, "
-                f"hive_types = {{'report_id': VARCHAR}}, union_by_name = true)")
+                f"hive_types = {{'report_id': VARCHAR}}, union_by_name = {str(mixed).lower()})")
         else:
             schema = pa.schema([("report_id", _STR), *SCHEMAS[table]])
             con.register(f"_empty_{table}", schema.empty_table())
             con.execute(f"CREATE VIEW {table} AS SELECT * FROM _empty_{table}")
-    con.execute("CREATE VIEW report_labels AS SELECT report_id, unnest(map_keys(labels)) AS key, "
-                "unnest(map_values(labels)) AS value FROM reports")
+    if "reports" in wanted:
+        con.execute("CREATE VIEW report_labels AS SELECT report_id, unnest(map_keys(labels)) "
+                    "AS key, unnest(map_values(labels)) AS value FROM reports")
     return con
+
+
+def _tables_named(sql: str) -> list[str]:
+    """The store tables a query names (a word match: a false hit only costs a listing)."""
+    return [t for t in (*TABLES, "report_labels")
+            if re.search(rf"\b{t}\b", sql, flags=re.IGNORECASE)]
 
 
 def query(store: str | os.PathLike, sql: str,
@@ -680,7 +722,7 @@ def query(store: str | os.PathLike, sql: str,
     """
     import duckdb
 
-    con = connect(store)
+    con = connect(store, _tables_named(sql))
     try:
         relation = con.sql(sql, params=dict(params) if params else None)
         if relation is None:  # a statement without a result (SET, CREATE VIEW ...)
@@ -831,15 +873,16 @@ def _frame(table: pa.Table, ints: Iterable[str] = ()) -> pd.DataFrame:
     return frame
 
 
-def load_report(store: str | os.PathLike, label_filter: Mapping[str, str] | str | None = None,
+def load_report(store: str | os.PathLike,
+                label_filter: Mapping[str, str] | str | Iterable[str] | None = None,
                 report_id: str | None = None) -> Report:
     """Rebuild a stored report as a :class:`Report` (what :func:`ncu_advisor.analyze` takes).
 
     Args:
         store: the store folder.
-        label_filter: labels the report must carry, as a mapping or ``"KEY=VALUE"`` text
-            (``{"branch": "main"}``); when several reports match, the latest (capture time,
-            else ingest time) is taken.
+        label_filter: labels the report must carry: a mapping (``{"branch": "main"}``),
+            one ``"KEY=VALUE"`` text or a list of them (repeated ``--baseline-label``); when
+            several reports match, the latest (capture time, else ingest time) is taken.
         report_id: a report id (``r`` + 16 hex digits), alone or with labels.
 
     Returns:
@@ -852,6 +895,8 @@ def load_report(store: str | os.PathLike, label_filter: Mapping[str, str] | str 
     """
     if isinstance(label_filter, str):
         label_filter = parse_labels([label_filter])
+    elif label_filter is not None and not isinstance(label_filter, Mapping):
+        label_filter = parse_labels(label_filter)
     root = open_store(store)
     chosen = _select_report(root, label_filter, report_id)
     name = _partition(chosen["report_id"])

@@ -167,6 +167,8 @@ def test_load_report_by_label_takes_the_latest(labelled):
     assert report.sources == [str(DEMOS / "divergence.details.csv")]
     assert store.load_report(labelled, {"build": "9"}).sources == [
         str(DEMOS / "fusion.details.csv")]
+    assert store.load_report(labelled, ["branch=main", "build=1"]).sources == [
+        str(DEMOS / "coalescing.details.csv")]
     with pytest.raises(StoreError, match="no report"):
         store.load_report(labelled, {"build": "3"})
 
@@ -346,3 +348,17 @@ def test_cli_lists_the_named_queries(capsys, labelled):
     assert code == 0
     assert {ln.split(":")[0] for ln in out.splitlines() if not ln.startswith(" ")} == set(
         store.named_queries())
+
+
+def test_a_store_written_by_two_schemas_is_read_by_name(tmp_path, folder):
+    root = tmp_path / "s"
+    store.ingest(root, [folder / "divergence.details.csv"])
+    marker = json.loads((root / store.MARKER).read_text())
+    assert "mixed_columns" not in marker  # one schema: DuckDB reads the first file's only
+    # A store begun by a version that wrote fewer launch columns (one more appeared since).
+    marker["columns"]["launches"] = marker["columns"]["launches"][:-1]
+    (root / store.MARKER).write_text(json.dumps(marker))
+    store.ingest(root, [folder / "fusion.details.csv"])
+    assert json.loads((root / store.MARKER).read_text())["mixed_columns"] is True
+    assert store.query(root, "SELECT count(invocations) AS n FROM launches").column(
+        "n")[0].as_py() == 2 + 4
