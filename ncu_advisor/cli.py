@@ -405,12 +405,17 @@ def _register_optional() -> None:
         return
     app.command("occupancy")(occupancy_command)
     from .cli_diff import diff_command
+    from .cli_store import ingest_command, query_command, trend_command
 
     app.command("diff")(diff_command)
+    app.command("ingest")(ingest_command)
+    app.command("query")(query_command)
+    app.command("trend")(trend_command)
 
 
 _register_optional()
-COMMANDS = {"analyze", "export", "rules", "demo", "profile", "occupancy", "diff"}
+COMMANDS = {"analyze", "export", "rules", "demo", "profile", "occupancy", "diff", "ingest",
+            "query", "trend"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,11 +42,19 @@ def _analyze(path: Path, rules: list[Path] | None):
 
 
 def diff_command(
-    before: Annotated[Path, typer.Argument(
+    before: Annotated[Path | None, typer.Argument(
         help="The baseline run: a report file, or a folder read as one run (the raw and "
-             "details exports of one capture belong together).", show_default=False)],
-    after: Annotated[Path, typer.Argument(help="The run to judge (file or folder).",
-                                          show_default=False)],
+             "details exports of one capture belong together). Leave it out with "
+             "--baseline-store.", show_default=False)] = None,
+    after: Annotated[Path | None, typer.Argument(help="The run to judge (file or folder).",
+                                                 show_default=False)] = None,
+    baseline_store: Annotated[Path | None, typer.Option(
+        "--baseline-store", help="Take the baseline from a report store (ncu-advise ingest); "
+        "then give only AFTER.", show_default=False)] = None,
+    baseline_label: Annotated[list[str] | None, typer.Option(
+        "--baseline-label", help="KEY=VALUE label of the stored baseline (repeatable; "
+        "report_id=... works too); the latest matching report is used.",
+        show_default=False)] = None,
     format: Annotated[DiffFormat, typer.Option(
         "--format", "-f", help="text (terminal), json (machine contract) or html (report).",
         case_sensitive=False)] = DiffFormat.text,
@@ -84,7 +92,21 @@ def diff_command(
 
     if noise_floor_us < 0 or min_share < 0:
         raise NcuAdviseError("--noise-floor-us and --min-share must be >= 0")
-    runs = {"before": _analyze(before, rules), "after": _analyze(after, rules)}
+    if baseline_store is not None:
+        if after is not None or before is None:
+            raise NcuAdviseError("with --baseline-store give only the run to judge: ncu-advise "
+                                 "diff --baseline-store DIR [--baseline-label K=V] AFTER")
+        from .analysis import analyze
+        from .store import load_report
+
+        after = before
+        runs = {"before": analyze(load_report(baseline_store, list(baseline_label or [])),
+                                  rules_dirs=rules),
+                "after": _analyze(after, rules)}
+    else:
+        if before is None or after is None:
+            raise NcuAdviseError("diff needs BEFORE and AFTER (or --baseline-store DIR AFTER)")
+        runs = {"before": _analyze(before, rules), "after": _analyze(after, rules)}
     reps_before = [_analyze(p, rules) for p in before_repeat or []]
     reps_after = [_analyze(p, rules) for p in after_repeat or []]
     result = diff_runs(runs["before"], runs["after"], noise_pct=noise,

@@ -25,3 +25,7 @@ class RuleDefinitionError(NcuAdviseError):
 
 class DemoError(NcuAdviseError):
     """A demo kernel cannot run here (no CuPy, no GPU, unknown name, wrong result)."""
+
+
+class StoreError(NcuAdviseError):
+    """A report store is missing, not a store, of a newer schema, or a query on it failed."""
