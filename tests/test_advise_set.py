@@ -26,9 +26,17 @@ from ncu_advisor.report import Report
 ROOT = Path(__file__).resolve().parent.parent
 DEMOS = ROOT / "sample_reports" / "demos"
 ADVISE = ROOT / "sample_reports" / "advise_set"
+FOREIGN = ROOT / "sample_reports" / "foreign"
 DEMO_NAMES = sorted(p.name.split(".")[0] for p in DEMOS.glob("*.raw.csv"))
+# Code this project did not write: PyTorch ops, Triton, CuPy built-ins, a TF32 matmul.
+FOREIGN_NAMES = ["torch_ops", "triton_kernels", "cupy_builtins", "torch_tf32_on"]
 # Each pair takes about 4 s to analyze twice; these run by default, the rest under -m slow.
-FAST = {"coalescing", "bank-conflicts", "occupancy"}
+FAST = {"coalescing", "bank-conflicts", "occupancy", "triton_kernels"}
+
+
+def _files(name: str) -> list[Path]:
+    folder = FOREIGN if name in FOREIGN_NAMES else DEMOS
+    return [next(folder.glob(f"{name}.{page}.csv*")) for page in ("raw", "details")]
 
 
 def reduced(report: Report) -> Report:
@@ -46,16 +54,17 @@ def findings_of(result) -> set[tuple]:
 
 
 @pytest.fixture(scope="module", params=[
-    pytest.param(n, marks=() if n in FAST else pytest.mark.slow) for n in DEMO_NAMES])
+    pytest.param(n, marks=() if n in FAST else pytest.mark.slow)
+    for n in DEMO_NAMES + FOREIGN_NAMES])
 def full_and_reduced(request):
     name = request.param
-    report = read_report([DEMOS / f"{name}.raw.csv", DEMOS / f"{name}.details.csv"])
+    report = read_report(_files(name))
     return name, analyze(report), analyze(reduced(report))
 
 
 def test_reduced_capture_keeps_every_finding(full_and_reduced):
     name, full, small = full_and_reduced
-    assert findings_of(full), name  # every demo pair draws findings: the check can fail
+    assert findings_of(full), name  # every capture draws findings: the check can fail
     assert findings_of(small) == findings_of(full), name
     assert {(f.launch, f.rule): f.estimated_saving_ns for f in small.findings} == pytest.approx(
         {(f.launch, f.rule): f.estimated_saving_ns for f in full.findings}, nan_ok=True)
