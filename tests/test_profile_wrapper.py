@@ -301,3 +301,17 @@ def test_kernel_regex_filter(tmp_path):
                          kernel_name="regex:^s")
     # copy_strided does not start with s; scale_vec x2, saxpy x3 do.
     assert len(result.passes) == 5 and result.kernels_profiled == 5
+
+
+@pytest.mark.slow
+def test_dash_dash_after_an_explicit_program_goes_to_ncu(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    app = tmp_path / "app"
+    app.write_text("#!/bin/sh\necho \"app got: $*\"\n")
+    app.chmod(0o755)
+    code = main(["-c", "1", "./app", "x", "--", "--cache-control", "none"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "app got: x" in captured.out
+    call = ncu_calls(tmp_path)[1]
+    assert call[call.index("--cache-control") + 1] == "none" and call[-2:] == ["./app", "x"]
