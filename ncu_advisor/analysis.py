@@ -14,12 +14,18 @@ import numpy as np
 import pandas as pd
 
 from . import __version__
-from .derive.quantities import compute_quantities, label_of, unit_of
+from .derive.ncu_evidence import ncu_rule_categories, ncu_rule_quantities
+from .derive.origin import origin_table
+from .derive.quantities import compute_with_provenance, label_of, unit_of
 from .derive.roofline import Roofline, roofline_for
+from .derive.source_lines import attribute
+from .regions import Region, summarize_regions
 from .report import Report
-from .rules_engine.engine import SEVERITY_RANK, Finding, NotEvaluated, evaluate
+from .rules_engine.engine import SEVERITY_RANK, Finding, NotEvaluated, Provenance, evaluate
 from .rules_engine.loader import load_rules
+from .rules_engine.policy import apply_policy
 from .rules_engine.schema import Rule
+from .validity import validity_checks
 
 SCHEMA_VERSION = 1
 # Quantities shown for every kernel (JSON "quantities", the HTML kernel table, text output).
@@ -70,6 +76,13 @@ class Analysis:
     command: list[str] | None = None
     extra_session: dict = field(default_factory=dict)
     launch_shapes: dict[int, dict] = field(default_factory=dict)
+    origins: pd.DataFrame | None = None  # per launch: origin, origin_label, role
+    regions: list[Region] = field(default_factory=list)
+
+    @property
+    def validity(self) -> list[dict]:
+        """What limits trust in the numbers (``validity.py``); reads ``extra_session`` too."""
+        return validity_checks(self.report, self.rules, self.not_evaluated, self.extra_session)
 
     @property
     def total_time_ns(self) -> float:
@@ -112,7 +125,10 @@ class Analysis:
                     "confidence": f.confidence, "title": f.title, "kernel": kernel,
                     "kernel_ids": [], "launch_ids": [], "launches": 0, "estimated_saving_ns": 0.0,
                     "has_estimate": False, "advice": f.advice, "demo": f.demo,
-                    "evidence": f.evidence,
+                    "evidence": f.evidence, "evidence_source": f.evidence_source,
+                    "origin": f.origin, "note": f.note,
+                    "source_lines": f.source_lines,
+                    "source_cause": f.source_cause, "collect_with": f.collect_with,
                 }
             g["kernel_ids"].extend(ids)
             g["launch_ids"].extend([f.launch] if f.launch is not None else f.launch_ids)
@@ -130,6 +146,14 @@ class Analysis:
             out.append(g)
         out.sort(key=lambda g: (-(g["estimated_saving_ns"] or 0.0), SEVERITY_RANK[g["severity"]]))
         return out
+
+    def _origin_of(self, launch: int) -> dict:
+        """The kernel's origin fields for the JSON (``origin``, ``origin_label``, ``role``)."""
+        if self.origins is None or launch not in self.origins.index:
+            return {"origin": None, "origin_label": None, "role": None}
+        row = self.origins.loc[launch]
+        return {"origin": row["origin"], "origin_label": row["origin_label"],
+                "role": None if pd.isna(row["role"]) else row["role"]}
 
     def bounds(self) -> dict[str, int]:
         """How many launches are memory-, compute-, latency-bound or unknown."""
@@ -175,6 +199,7 @@ class Analysis:
                     for n in self.not_evaluated if n.launch == launch
                 ],
                 "ncu_rules": rules_by_launch.get(launch, []),
+                **self._origin_of(launch),
             }
             if include_metrics:
                 entry["metrics"] = _metric_list(metrics_by_launch.get(launch))
@@ -210,6 +235,8 @@ class Analysis:
             },
             "kernels": kernels,
             "findings": [_json_safe(g) for g in self.ranked()],
+            "regions": [_json_safe(r.to_dict()) for r in self.regions],
+            "validity": self.validity,
         }
 
 
@@ -295,9 +322,46 @@ def _with_launch_shape(report: Report) -> pd.DataFrame:
     return wide
 
 
+# Forms that print section bodies and rule messages but not every raw counter.
+_BODY_ONLY_FORMS = {"details", "text", "summary"}
+RAW_EXPORT_HINT = ("the raw page of the same capture (ncu --import FILE.ncu-rep --csv --page raw) "
+                   "or the .ncu-rep itself")
+
+
+def _point_to_raw_export(skipped: list[NotEvaluated], launches: pd.DataFrame,
+                         ) -> list[NotEvaluated]:
+    """Say where a metric missing from a details-page (or text) export is.
+
+    It was usually collected but not printed: export the raw page first; collect it only if
+    the capture lacked it.
+    """
+    if "form" not in launches:
+        return skipped
+    forms = dict(zip(launches["launch"], launches["form"], strict=True))
+    all_body_only = set(forms.values()) <= _BODY_ONLY_FORMS
+    for n in skipped:
+        body_only = forms.get(n.launch) in _BODY_ONLY_FORMS if n.launch is not None \
+            else all_body_only
+        if body_only and not n.collect_with.startswith(RAW_EXPORT_HINT):
+            n.collect_with = f"{RAW_EXPORT_HINT}; if not collected: {n.collect_with}"
+    return skipped
+
+
+def with_origin(launches: pd.DataFrame, origins: str | None = None) -> pd.DataFrame:
+    """The launch table with each kernel's origin (user or library) and role added."""
+    table = origin_table(origins)
+    found = {name: table.classify(str(name)) for name in launches["name"].unique()}
+    roles = {name: table.role(str(name)) for name in launches["name"].unique()}
+    return launches.assign(
+        origin=launches["name"].map(lambda n: found[n].id),
+        origin_label=launches["name"].map(lambda n: found[n].label),
+        origin_library=launches["name"].map(lambda n: found[n].library),
+        role=launches["name"].map(roles))
+
+
 def analyze(report: Report, rules: list[Rule] | None = None,
             rules_dirs: list[Path] | None = None, measured_bandwidth: float | None = None,
-            command: list[str] | None = None) -> Analysis:
+            command: list[str] | None = None, origins: str | None = None) -> Analysis:
     """Analyze a Report: derive quantities, place every launch on the roofline, run the rules.
 
     Args:
@@ -306,13 +370,18 @@ def analyze(report: Report, rules: list[Rule] | None = None,
         rules_dirs: extra folders of rule files (``--rules DIR``).
         measured_bandwidth: a measured DRAM roof in byte/s, shown beside the datasheet one.
         command: the profiled command line, when the analysis comes from ``ncu-advise ./app``.
+        origins: a file of extra kernel origins (format of ``data/origins.toml``).
 
     """
     if rules is None:
         rules = load_rules(rules_dirs)
     wide = _with_launch_shape(report)
-    quantities = compute_quantities(wide)
-    launches = report.launches
+    stated = ncu_rule_quantities(report.ncu_rules, wide.index, report.metrics)
+    quantities, from_rule = compute_with_provenance(wide, stated)
+    opt = ncu_rule_categories(report.ncu_rules)
+    provenance = Provenance(from_rule, {int(k): set(g["category"]) for k, g in
+                                        opt.groupby("launch")} if len(opt) else {})
+    launches = with_origin(report.launches, origins)
     weighted = (launches.set_index("launch")["duration_ns"]
                 * launches.set_index("launch")["invocations"])
     quantities["time_share_pct"] = 100.0 * weighted / np.nansum(weighted)
@@ -324,10 +393,15 @@ def analyze(report: Report, rules: list[Rule] | None = None,
         rooflines[int(launch)] = roofline_for(wrow, qrow, gpu, measured_bandwidth)
         occupancy[int(launch)] = occupancy_summary(wrow, qrow)
     shapes = _add_calculator(report, occupancy)
-    findings, skipped = evaluate(rules, quantities, launches)
+    findings, skipped = evaluate(rules, quantities, launches, provenance)
+    skipped = _point_to_raw_export(skipped, launches)
+    findings = apply_policy(findings, launches, origin_table(origins))
+    attribute(findings, report.source_lines)
+    regions = summarize_regions(launches, {k: r.bound for k, r in rooflines.items()}, findings)
     return Analysis(report=report, quantities=quantities, rooflines=rooflines,
                     occupancy=occupancy, findings=findings, not_evaluated=skipped, rules=rules,
-                    command=command, launch_shapes=shapes)
+                    command=command, launch_shapes=shapes, regions=regions,
+                    origins=launches.set_index("launch")[["origin", "origin_label", "role"]])
 
 
 def _add_calculator(report: Report, occupancy: dict[int, dict]) -> dict[int, dict]:

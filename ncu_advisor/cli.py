@@ -46,6 +46,14 @@ class OutputFormat(StrEnum):
     html = "html"
 
 
+class GroupBy(StrEnum):
+    """How the HTML report groups its findings list (``--group-by``)."""
+
+    nvtx = "nvtx"
+    kernel = "kernel"
+    origin = "origin"
+
+
 class ExportFormat(StrEnum):
     """Table formats of ``export``."""
 
@@ -103,14 +111,14 @@ def rich_console(stderr: bool):
     return Console(stderr=stderr)
 
 
-def render(result: dict, fmt: OutputFormat, top: int) -> str:
+def render(result: dict, fmt: OutputFormat, top: int, group_by: str | None = None) -> str:
     """Format one analysis result."""
     if fmt is OutputFormat.json:
         return json.dumps(result, indent=2, allow_nan=False) + "\n"
     if fmt is OutputFormat.html:
         from .render.html import render_html
 
-        return render_html(result)
+        return render_html(result, group_by=group_by)
     from .render.text import render_text
 
     return render_text(result, top=top)
@@ -136,6 +144,9 @@ def analyze(
     peak_bandwidth: Annotated[float | None, typer.Option(
         "--measured-bandwidth", help="A measured DRAM roof in GB/s, shown beside the "
         "datasheet peak (e.g. a device-to-device copy).")] = None,
+    group_by: Annotated[GroupBy | None, typer.Option(
+        "--group-by", help="HTML: group the findings list by nvtx range, kernel or origin.",
+        case_sensitive=False)] = None,
 ) -> None:
     """Analyze saved reports: launches ranked by GPU time, and the top findings."""
     from .analysis import analyze as run_analysis
@@ -152,7 +163,8 @@ def analyze(
         if format is OutputFormat.html and not include:
             report.warnings.append(f"raw-metric appendix left out ({len(report.launches)} "
                                    f"launches > {HTML_METRICS_LIMIT}); add --include-metrics")
-    text = render(result.to_dict(include_metrics=include), format, top)
+    text = render(result.to_dict(include_metrics=include), format, top,
+                  group_by=group_by.value if group_by else None)
     _warn(report.warnings)
     if output is None:
         typer.echo(text, nl=False)
@@ -390,6 +402,7 @@ def profile_cmd(
     started = time.monotonic()
     report = _read_profiled(result)
     report.warnings[:0] = list(result.warnings)
+    report.session["ncu_messages"] = list(result.log)  # its notes feed the validity lint
     timings["read"] = time.monotonic() - started
     started = time.monotonic()
     analysis = run_analysis(report, rules_dirs=rules, command=[program, *args])
@@ -421,6 +434,9 @@ def _register_optional() -> None:
     except ImportError:
         return
     app.command("occupancy")(occupancy_command)
+    from .cli_diff import diff_command
+
+    app.command("diff")(diff_command)
 
 
 _register_optional()

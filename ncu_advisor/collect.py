@@ -62,12 +62,23 @@ DERIVED: dict[str, tuple[str, str | None]] = {
     "derived__memory_l2_theoretical_sectors_global_excessive":
         ("memory_l2_theoretical_sectors_global - memory_l2_theoretical_sectors_global_ideal",
          None),
+    "derived__memory_l1_wavefronts_shared_excessive":
+        ("memory_l1_wavefronts_shared - memory_l1_wavefronts_shared_ideal", None),
+    "derived__memory_l1_conflicts_shared_nway":
+        ("memory_l1_wavefronts_shared / inst_executed", None),
 }
 # Read by the analysis but not collected, and why.
 NOT_COLLECTED: dict[str, str] = {
     "derived__local_spilling_requests":
         "ncu defines it as sass__inst_executed_register_spilling, the quantity's first source",
+    "smsp__pcsamp_sample_count":
+        "warp-stall samples per source line need ncu's PC-sampling pass: --set full (or "
+        "-- --section SourceCounters) adds them",
 }
+# Per-instruction metrics behind the source lines of findings (readers/source_page.py) that
+# ride on the instrumented passes the quantities need anyway; the variant of the set that
+# leaves them out is tried by scripts/profile_bench.py if ncu refuses them.
+SOURCE_LINE_METRICS: tuple[str, ...] = ("memory_type", "memory_access_type")
 # Metrics that exist only from some architecture on (collecting them elsewhere would fail).
 MIN_ARCH: dict[str, str] = {
     "sm__ops_path_tensor_op_hgmma_src_fp16_sparsity_off.sum.peak_sustained": "CC_90",
@@ -95,7 +106,7 @@ def metric_readers() -> dict[str, list[str]]:
     """
     from .derive import launch_shape, occupancy, roofline
     from .derive.quantities import QUANTITIES
-    from .readers import _SESSION_METRICS
+    from .readers import _SESSION_METRICS, source_page
     from .readers.csv_export import DURATION
 
     readers: dict[str, list[str]] = {}
@@ -106,6 +117,8 @@ def metric_readers() -> dict[str, list[str]]:
             if who not in readers[metric]:
                 readers[metric].append(who)
 
+    # Quantities without sources (NCU_STATED) come from ncu's rule messages, which fill them
+    # only where a report has no metric for them: a profiled report has the metrics.
     for quantity in QUANTITIES:
         for source in quantity.sources:
             add(source.metrics, f"quantity {quantity.name}")
@@ -122,6 +135,8 @@ def metric_readers() -> dict[str, list[str]]:
     add(["launch__grid_size", "launch__block_size", "launch__waves_per_multiprocessor"],
         "launch shape")
     add(_SESSION_METRICS.values(), "session facts")
+    add([m for m in source_page._REP_METRICS if not m.startswith("smsp__pcsamp")]
+        + list(SOURCE_LINE_METRICS), "source lines")
     add([DURATION], "readers (launch duration)")
     add(_IDENTITY, "readers (launch identity)")
     return readers

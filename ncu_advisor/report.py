@@ -37,6 +37,11 @@ class Report:
         session: device and tool facts found in the inputs (GPU, SM count, clocks, ...).
         sources: the files read.
         warnings: what was skipped or looked suspicious while reading, one line each.
+        source_lines: source-level counters, one row per (launch, CUDA line, SASS
+            instruction), columns ``SOURCE_LINE_COLUMNS`` of ``readers/source_page.py`` plus
+            one ``stall_*`` column per stall reason; empty unless the input holds them (a
+            ``.ncu-rep`` of a ``-lineinfo`` build, or a ``--page source`` export read with
+            the details or raw export of the same capture).
 
     """
 
@@ -46,6 +51,8 @@ class Report:
     session: dict = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    source_lines: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        columns=["launch", "file", "line", "address", "sass"]))
 
     @cached_property
     def _wide(self) -> pd.DataFrame:
@@ -94,6 +101,7 @@ def subset(report: Report, launches: list[int]) -> Report:
     lmask = report.launches["launch"].isin(keep)
     mmask = report.metrics["launch"].isin(keep)
     rmask = report.ncu_rules["launch"].isin(keep)
+    smask = report.source_lines["launch"].isin(keep)
     return Report(
         launches=report.launches[lmask].assign(
             launch=report.launches.loc[lmask, "launch"].map(order)).reset_index(drop=True),
@@ -103,4 +111,6 @@ def subset(report: Report, launches: list[int]) -> Report:
             launch=report.ncu_rules.loc[rmask, "launch"].map(order)).reset_index(drop=True),
         session=dict(report.session), sources=list(report.sources),
         warnings=list(report.warnings),
+        source_lines=report.source_lines[smask].assign(
+            launch=report.source_lines.loc[smask, "launch"].map(order)).reset_index(drop=True),
     )

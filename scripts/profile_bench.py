@@ -204,7 +204,10 @@ def setup(b: Bench, ncu: str, probe_prog: list[str]) -> dict:
     variants = [
         {"name": "shipped"},
         {"name": "without-h200-absent", "drop": NOT_IN_FULL_ON_H200},
-        {"name": "without-derived", "drop": NOT_IN_FULL_ON_H200, "definitions": False},
+        {"name": "without-per-pc", "drop": NOT_IN_FULL_ON_H200 + collect.SOURCE_LINE_METRICS
+         + ("thread_inst_executed",)},
+        {"name": "without-derived", "drop": NOT_IN_FULL_ON_H200 + collect.SOURCE_LINE_METRICS
+         + ("thread_inst_executed",), "definitions": False},
         {"name": "metrics-form", "metrics_form": True},
     ]
     for variant in variants:
@@ -424,7 +427,7 @@ def checks(b: Bench) -> None:
         script.chmod(0o755)
         out["short_form"] = wrapper("short_form", ["-c", "1", "./run_demo", "--",
                                                    "--profile-from-start", "off"], cwd=bindir)
-        unknown = subprocess.run([*cli, "diff", "a", "b"], capture_output=True, text=True,
+        unknown = subprocess.run([*cli, "grep", "a", "b"], capture_output=True, text=True,
                                  env=env, cwd=REPO, check=False)
         out["unknown_command"] = {"rc": unknown.returncode, "stderr": unknown.stderr[-400:]}
     if b.left() > 15:

@@ -20,6 +20,7 @@ import pytest
 
 from ncu_advisor import collect
 from ncu_advisor.analysis import analyze
+from ncu_advisor.derive.quantities import NCU_STATED
 from ncu_advisor.readers import read_report
 from ncu_advisor.report import Report
 
@@ -50,7 +51,9 @@ def reduced(report: Report) -> Report:
 
 
 def findings_of(result) -> set[tuple]:
-    return {(f.launch, f.rule, f.severity) for f in result.findings}
+    # Not evidence_source: "both" marks a finding that an ncu rule of the same category also
+    # raised, which needs that rule's section; the advisor set keeps only a few of them.
+    return {(f.launch, f.rule, f.severity, f.confidence) for f in result.findings}
 
 
 @pytest.fixture(scope="module", params=[
@@ -73,7 +76,12 @@ def test_reduced_capture_keeps_every_finding(full_and_reduced):
 
 def test_reduced_capture_keeps_every_quantity_and_bound(full_and_reduced):
     name, full, small = full_and_reduced
-    pd.testing.assert_frame_equal(small.quantities, full.quantities, check_exact=False)
+    # Quantities stated only by ncu's rule messages of sections outside the set (the memory
+    # tables' access-pattern speedups): fallbacks for a details-page export, unused when the
+    # metrics are there (the findings test above shows it).
+    stated = [q.name for q in NCU_STATED]
+    pd.testing.assert_frame_equal(small.quantities.drop(columns=stated),
+                                  full.quantities.drop(columns=stated), check_exact=False)
     assert {k: r.bound for k, r in small.rooflines.items()} == {
         k: r.bound for k, r in full.rooflines.items()}
     assert {k: r.peak_source for k, r in small.rooflines.items()} == {

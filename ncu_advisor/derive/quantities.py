@@ -163,6 +163,20 @@ QUANTITIES: tuple[Quantity, ...] = (
              doc="32 means every byte of each 32-byte sector fetched is used."),
     Quantity("global_st_bytes_per_sector", "byte/sector", "bytes used per global-store sector",
              (m("smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio"),)),
+    Quantity("local_ld_bytes_per_sector", "byte/sector", "bytes used per local-load sector",
+             (m("smsp__sass_average_data_bytes_per_sector_mem_local_op_ld.ratio"),)),
+    Quantity("local_st_bytes_per_sector", "byte/sector", "bytes used per local-store sector",
+             (m("smsp__sass_average_data_bytes_per_sector_mem_local_op_st.ratio"),)),
+    Quantity("global_ld_traffic_pct", "%", "L1 global-load sectors per 100 L2 sectors",
+             (f(("l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum", "lts__t_sectors.sum"),
+                _ratio_pct, "100 x global-load sectors / L2 sectors"),),
+             doc="Near 0 for kernels that move data with TMA or cp.async bulk copies: a "
+                 "bytes-per-sector ratio over almost no load traffic is not a finding."),
+    Quantity("global_st_traffic_pct", "%", "L1 global-store sectors per 100 L2 sectors",
+             (f(("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "lts__t_sectors.sum"),
+                _ratio_pct, "100 x global-store sectors / L2 sectors"),)),
+    Quantity("l2_excess_sectors", "sector", "excess global L2 sectors (uncoalesced)",
+             (m("derived__memory_l2_theoretical_sectors_global_excessive"),)),
     Quantity("l2_excess_sectors_pct", "%", "excess global L2 sectors (uncoalesced)",
              (f(("derived__memory_l2_theoretical_sectors_global_excessive",
                  "memory_l2_theoretical_sectors_global"), _ratio_pct,
@@ -189,7 +203,9 @@ QUANTITIES: tuple[Quantity, ...] = (
     Quantity("branch_uniform_pct", "%", "branch targets uniform across the warp",
              (m("smsp__sass_average_branch_targets_threads_uniform.pct"),)),
     Quantity("divergent_branches", "branches", "divergent branch targets",
-             (m("smsp__sass_branch_targets_threads_divergent.sum"),)),
+             (m("smsp__sass_branch_targets_threads_divergent.sum"),
+              # the details page prints the per-SMSP average; any value > 0 means divergence
+              m("smsp__sass_branch_targets_threads_divergent.avg"))),
     Quantity("instructions", "inst", "warp instructions executed",
              (m("smsp__inst_executed.sum"), m("inst_executed"))),
     # --- local memory (spills, local arrays) ---
@@ -221,6 +237,22 @@ QUANTITIES: tuple[Quantity, ...] = (
                  "smsp__sass_inst_executed_op_shared_st.sum"),
                 lambda wl, ws, il, ist: (wl + ws) / (il + ist),
                 "(ld + st wavefronts) / (ld + st instructions)"),)),
+    Quantity("shared_ld_requests", "inst", "shared-load instructions (warp level)",
+             (m("smsp__sass_inst_executed_op_shared_ld.sum"),)),
+    Quantity("shared_st_requests", "inst", "shared-store instructions (warp level)",
+             (m("smsp__sass_inst_executed_op_shared_st.sum"),)),
+    Quantity("shared_ld_nway", "", "shared-load wavefronts per request (n-way conflict)",
+             (f(("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+                 "smsp__sass_inst_executed_op_shared_ld.sum"),
+                lambda w, i: w / i.where(i > 0), "wavefronts / instructions"),)),
+    Quantity("shared_st_nway", "", "shared-store wavefronts per request (n-way conflict)",
+             (f(("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+                 "smsp__sass_inst_executed_op_shared_st.sum"),
+                lambda w, i: w / i.where(i > 0), "wavefronts / instructions"),)),
+    Quantity("shared_excess_wavefronts_pct", "%", "excess shared wavefronts (uncoalesced shared)",
+             (f(("derived__memory_l1_wavefronts_shared_excessive",
+                 "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"), _ratio_pct,
+                "excessive / all shared wavefronts"),)),
     Quantity("shared_insts", "inst", "shared-memory instructions",
              (f(("smsp__sass_inst_executed_op_shared_ld.sum",
                  "smsp__sass_inst_executed_op_shared_st.sum"), _sum, "ld + st"),)),
@@ -248,6 +280,14 @@ QUANTITIES: tuple[Quantity, ...] = (
     Quantity("tensor_pipe_pct", "%", "tensor pipe utilization",
              (m("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"),
               m("sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active"))),
+    Quantity("fp32_peak_pct", "%", "FP32 throughput, % of the FMA peak",
+             (f((*_FP32, "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained"),
+                lambda a, b, c, p: 100.0 * (a + b + 2.0 * c) / (2.0 * p),
+                "(fadd + fmul + 2 ffma) / (2 x ffma peak), per cycle"),)),
+    Quantity("fp64_peak_pct", "%", "FP64 throughput, % of the DFMA peak",
+             (f((*_FP64, "sm__sass_thread_inst_executed_op_dfma_pred_on.sum.peak_sustained"),
+                lambda a, b, c, p: 100.0 * (a + b + 2.0 * c) / (2.0 * p),
+                "(dadd + dmul + 2 dfma) / (2 x dfma peak), per cycle"),)),
     Quantity("flops_fp32", "FLOP", "FP32 operations (FMA = 2)",
              (f((*_FP32, _SMSP_HZ, _DUR), _flops, "(fadd + fmul + 2 ffma) per cycle x cycles"),)),
     Quantity("flops_fp64", "FLOP", "FP64 operations (FMA = 2)",
@@ -258,16 +298,44 @@ QUANTITIES: tuple[Quantity, ...] = (
              (f(_TENSOR, _sum, "sum of sm__ops_path_tensor_src_*"),)),
 )
 
+# Stated only by Nsight Compute's rule messages (data/ncu_rule_evidence.toml): ncu's own
+# estimated speedup of an access-pattern message weighs the ratio by how busy the memory level
+# is, so it tells a costly pattern from a harmless one on a details-page export.
+NCU_STATED: tuple[Quantity, ...] = (
+    Quantity("ncu_global_ld_speedup_pct", "%", "ncu's estimated speedup: global-load pattern", ()),
+    Quantity("ncu_global_st_speedup_pct", "%", "ncu's estimated speedup: global-store pattern", ()),
+    Quantity("ncu_local_speedup_pct", "%", "ncu's estimated speedup: local-memory pattern", ()),
+)
+QUANTITIES = QUANTITIES + NCU_STATED
+
 BY_NAME: dict[str, Quantity] = {q.name: q for q in QUANTITIES}
 
 
 def compute_quantities(wide: pd.DataFrame) -> pd.DataFrame:
-    """Evaluate every quantity on every launch; columns are quantity names."""
+    """Evaluate every quantity on every launch from metrics alone; columns are quantity names."""
+    return compute_with_provenance(wide)[0]
+
+
+def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = None,
+                            ) -> tuple[pd.DataFrame, dict[str, set[int]]]:
+    """Evaluate every quantity on every launch, and say which values ncu's rules stated.
+
+    ``stated`` holds values Nsight Compute's rule messages state
+    (:func:`ncu_advisor.derive.ncu_evidence.ncu_rule_quantities`); they fill a quantity only
+    where no metric gives it. The second result maps a quantity to the launches whose value
+    came from a rule message (derived quantities inherit it from their inputs).
+    """
     out = {}
+    from_rule: dict[str, set[int]] = {}
     for q in QUANTITIES:
         value = pd.Series(np.nan, index=wide.index)
         for source in q.sources:
             value = value.fillna(source.compute(wide))
+        if stated is not None and q.name in stated.columns:
+            filled = value.isna() & stated[q.name].reindex(wide.index).notna()
+            if filled.any():
+                value = value.fillna(stated[q.name].reindex(wide.index))
+                from_rule[q.name] = {int(i) for i in wide.index[filled.to_numpy()]}
         out[q.name] = value
     frame = pd.DataFrame(out, index=wide.index)
     # Derived-of-derived values, defined here so each formula stays in one place.
@@ -300,7 +368,11 @@ def compute_quantities(wide: pd.DataFrame) -> pd.DataFrame:
     frame["block_lane_waste_pct"] = 100.0 * (lanes - frame["block_size"]) / lanes
     frame["dram_write_over_l2"] = frame["dram_write_bytes"] / frame["l2_cache_bytes"]
     frame["time_share_pct"] = np.nan  # filled by the analysis, which knows all launches
-    return frame
+    for name, (_, _, deps) in DERIVED_INFO.items():
+        inherited = set().union(*(from_rule.get(d, set()) for d in deps))
+        if inherited:
+            from_rule[name] = inherited
+    return frame, from_rule
 
 
 DERIVED_INFO: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -310,7 +382,7 @@ DERIVED_INFO: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "arith_intensity_dram": ("FLOP/byte", "arithmetic intensity (DRAM)",
                              ("flops_fp32", "dram_bytes")),
     "shared_conflict_pct": ("%", "shared wavefronts that are bank conflicts",
-                            ("shared_ld_conflict_pct",)),
+                            ("shared_ld_conflict_pct", "shared_st_conflict_pct")),
     "occupancy_gap_pct": ("%", "theoretical minus achieved occupancy",
                           ("theoretical_occupancy_pct", "achieved_occupancy_pct")),
     "dram_read_write_ratio": ("", "DRAM bytes read per byte written",

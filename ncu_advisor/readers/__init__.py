@@ -14,6 +14,7 @@ from ..report import LAUNCH_COLUMNS, Report
 from .common import base_suffix
 from .csv_export import read_csv_export
 from .ncu_rep import read_ncu_rep
+from .source_page import attach_source_lines, empty_source_lines, is_source_page, read_source_page
 
 REPORT_SUFFIXES = (".csv", ".ncu-rep", ".txt")
 # Facts about the device and the session, taken from the first launch that has them.
@@ -95,21 +96,32 @@ def _merge_same_launches(report: Report) -> Report:
     first = keyed.groupby(_SAME_LAUNCH, dropna=False, sort=False)["launch"].transform("min")
     remap = dict(zip(keyed["launch"], first, strict=True))
     keep = launches[~launches["launch"].isin([k for k, v in remap.items() if k != v])]
-    # Fill what the first copy lacked (a raw export has no NVTX; a details one may).
+    # Fill what the first copy lacked (a raw export has no NVTX; a details one may). The
+    # duration comes from the most precise copy: a details page prints 3 significant digits.
+    precision = {"raw": 0, "ncu-rep": 0}
+    rank = (launches["form"].map(precision).fillna(1) if "form" in launches
+            else pd.Series(1, index=launches.index))
     for col in ("duration_ns", "nvtx"):
-        donors = launches.assign(target=launches["launch"].map(remap)).dropna(subset=[col])
-        fill = donors.drop_duplicates("target").set_index("target")[col]
-        keep = keep.assign(**{col: keep[col].fillna(keep["launch"].map(fill))})
+        donors = launches.assign(target=launches["launch"].map(remap), rank=rank).dropna(
+            subset=[col])
+        if col == "duration_ns":
+            donors = donors.sort_values("rank", kind="stable")
+        fill = keep["launch"].map(donors.drop_duplicates("target").set_index("target")[col])
+        keep = keep.assign(**{col: keep[col].fillna(fill) if col == "nvtx"
+                              else fill.fillna(keep[col])})
     metrics = report.metrics.assign(launch=report.metrics["launch"].replace(remap))
     rules = report.ncu_rules.assign(launch=report.ncu_rules["launch"].replace(remap))
     rules = rules.drop_duplicates(subset=["launch", "rule", "type", "description"])
+    lines = report.source_lines.assign(launch=report.source_lines["launch"].replace(remap))
     # Renumber so launch numbers stay 0..n-1.
     order = {old: new for new, old in enumerate(keep["launch"])}
+    session = {**report.session, "merged_launches": len(launches) - len(keep)}
     return Report(
         launches=keep.assign(launch=keep["launch"].map(order)).reset_index(drop=True),
         metrics=metrics.assign(launch=metrics["launch"].map(order)).reset_index(drop=True),
         ncu_rules=rules.assign(launch=rules["launch"].map(order)).reset_index(drop=True),
-        session=report.session, sources=report.sources, warnings=report.warnings,
+        session=session, sources=report.sources, warnings=report.warnings,
+        source_lines=lines.assign(launch=lines["launch"].map(order)).reset_index(drop=True),
     )
 
 
@@ -133,6 +145,14 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
         paths = [paths]
     parts, skipped = [], []
     files = _expand(paths)
+    # A source page names no launch ID: it is attached to the launches read beside it.
+    pages = [(p, d) for p, d in files if base_suffix(p) == ".csv" and is_source_page(p)]
+    if pages:
+        files = [f for f in files if f not in pages]
+        if not files:
+            raise ReportParseError(
+                f"{pages[0][0]}: a source page export (--page source) names no launch; read "
+                "it together with the details or raw export of the same capture")
     for done, (path, from_dir) in enumerate(files):
         if progress is not None:
             progress(done, len(files), path)
@@ -146,11 +166,14 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
     if not parts:
         raise ReportParseError(f"no readable Nsight Compute report among the inputs ({skipped[0]})")
     launches, metrics, rules, warnings, session = [], [], [], list(skipped), {}
+    lines = []
     offset = 0
     for part in parts:
         launches.append(part.launches.assign(launch=part.launches["launch"] + offset))
         metrics.append(part.metrics.assign(launch=part.metrics["launch"] + offset))
         rules.append(part.ncu_rules.assign(launch=part.ncu_rules["launch"] + offset))
+        if not part.source_lines.empty:
+            lines.append(part.source_lines.assign(launch=part.source_lines["launch"] + offset))
         warnings.extend(part.warnings)
         for k, v in part.session.items():
             session.setdefault(k, v)
@@ -163,10 +186,32 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
         session=session,
         sources=[s for p in parts for s in p.sources],
         warnings=warnings,
+        source_lines=pd.concat(lines, ignore_index=True) if lines else empty_source_lines(),
     )
     report = _merge_same_launches(report)
+    if pages:
+        _attach_pages(report, pages)
     report.session.update(_session(report))
     report.launches["duration_ns"] = report.launches["duration_ns"].astype("float64")
     report.launches["invocations"] = (
         pd.to_numeric(report.launches["invocations"]).fillna(1).astype(np.int64))
     return report
+
+
+def _attach_pages(report: Report, pages: list[tuple[Path, bool]]) -> None:
+    """Read source page exports and attach their tables to the Report's launches."""
+    read = []
+    for path, from_dir in pages:
+        try:
+            read.append((path, read_source_page(path)))
+        except ReportParseError as exc:
+            if not from_dir:
+                raise
+            report.warnings.append(f"skipped {exc}")
+            continue
+        report.sources.append(str(path))
+    attached, warnings = attach_source_lines(report.launches, read)
+    report.warnings.extend(warnings)
+    if not attached.empty:
+        report.source_lines = (attached if report.source_lines.empty else pd.concat(
+            [report.source_lines, attached], ignore_index=True))

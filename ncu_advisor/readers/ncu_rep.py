@@ -19,8 +19,11 @@ import pandas as pd
 from ..errors import ReportParseError
 from ..report import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, Report
 from .common import short_name
+from .source_page import source_lines_frame, source_lines_of_action
 
-_MSG_TYPE = {0: None, 1: "INF", 2: "WRN", 3: "ERR", 4: "OPT"}
+# The ncu_report module's own MsgType enum (OK 1, OPTIMIZATION 2, WARNING 3, ERR 4); it differs
+# from the numbering inside the report file. Checked against the CSV export of the same report.
+_MSG_TYPE = {0: None, 1: "INF", 2: "OPT", 3: "WRN", 4: "ERR"}
 _SPEEDUP_TYPE = {0: None, 1: "local", 2: "global"}
 _REP_MAGIC = b"NVR\x00"  # first bytes of every report ncu 2025.3 writes
 
@@ -76,7 +79,7 @@ def read_ncu_rep(path: Path) -> Report:
         ctx = ncu_report.load_report(str(path))
     except Exception as exc:  # noqa: BLE001 - the module raises plain Exceptions
         raise ReportParseError(f"{path}: not a readable .ncu-rep ({exc})") from None
-    launch_rows, metric_rows, rule_rows = [], [], []
+    launch_rows, metric_rows, rule_rows, source_rows = [], [], [], []
     idx = 0
     string_kind = getattr(ncu_report.IMetric, "ValueKind_STRING", 2)
     for r in range(ctx.num_ranges()):
@@ -126,6 +129,7 @@ def read_ncu_rep(path: Path) -> Report:
                     "speedup_type": _SPEEDUP_TYPE.get(int(speedup.get("type", 0) or 0)),
                     "speedup": speedup.get("speedup", np.nan),
                 })
+            source_rows.extend(source_lines_of_action(action, idx))
             idx += 1
     if not launch_rows:
         raise ReportParseError(f"{path}: the report holds no profiled kernels")
@@ -139,4 +143,5 @@ def read_ncu_rep(path: Path) -> Report:
     rules["description"] = rules["description"].str.replace(
         r"@section:[^:@]*:([^@]*)@", r"\1", regex=True).str.replace(
         r"@url:([^:@]*):([^@]*)@", r"\1 (\2)", regex=True)
-    return Report(launches=launches, metrics=metrics, ncu_rules=rules, sources=[str(path)])
+    return Report(launches=launches, metrics=metrics, ncu_rules=rules, sources=[str(path)],
+                  source_lines=source_lines_frame(source_rows))

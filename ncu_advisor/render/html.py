@@ -22,6 +22,16 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from .charts import BOUND_COLORS, roofline_svg
+from .html_context import (
+    FindingGroup,
+    RegionRow,
+    SourceLineRow,
+    ValidityRow,
+    group_findings,
+    region_rows,
+    source_line_rows,
+    validity_rows,
+)
 
 NOT_MEASURED = Markup('<span class="nm">not measured</span>')
 SEVERITIES = ("critical", "high", "medium", "low", "info")
@@ -321,6 +331,11 @@ class FindingRow:
     advice: str | None
     demo: str | None
     evidence: list[Evidence]
+    evidence_source: str | None = None  # metrics, ncu-rule, both
+    note: str | None = None  # why severity or advice were adjusted (library kernel, ...)
+    source_lines: list[SourceLineRow] = field(default_factory=list)
+    source_cause: str | None = None
+    collect_with: str | None = None
 
 
 @dataclass
@@ -438,6 +453,7 @@ class KernelSection:
     short_name: str
     source: str | None
     grid: Any
+    origin_label: str | None
     block: Any
     facts: list[Fact]
     invocations: Any
@@ -469,6 +485,10 @@ class Page:
     kernels: list[KernelSection]
     severities: list[str]
     severity_counts: list[tuple[str, int]]
+    validity: list[ValidityRow] = field(default_factory=list)
+    regions: list[RegionRow] = field(default_factory=list)
+    finding_groups: list[FindingGroup] = field(default_factory=list)
+    group_by: str | None = None
     bound_colors: dict[str, str] = field(default_factory=lambda: dict(BOUND_COLORS))
 
 
@@ -676,7 +696,12 @@ def _finding(item: Mapping[str, Any], rank: int, links: list[KernelLink]) -> Fin
         speedup_pct=_number(item.get("estimated_speedup_pct")),
         advice=_text(item.get("advice")),
         demo=_text(item.get("demo")),
+        evidence_source=_text(item.get("evidence_source")),
+        note=_text(item.get("note")),
         evidence=_evidence(item.get("evidence")),
+        source_lines=source_line_rows(item),
+        source_cause=_text(item.get("source_cause")),
+        collect_with=_text(item.get("collect_with")),
     )
 
 
@@ -861,6 +886,7 @@ def _kernel(index: int, kernel: Mapping[str, Any]) -> KernelSection:
         id=kernel.get("id", index),
         name=name,
         short_name=_text(kernel.get("short_name")) or name,
+        origin_label=_text(kernel.get("origin_label")),
         source=_text(kernel.get("source")),
         grid=kernel.get("grid"),
         block=kernel.get("block"),
@@ -882,11 +908,12 @@ def _kernel(index: int, kernel: Mapping[str, Any]) -> KernelSection:
     )
 
 
-def build_page(result: Mapping[str, Any]) -> Page:
+def build_page(result: Mapping[str, Any], group_by: str | None = None) -> Page:
     """Build the report's view-model from the JSON-contract dictionary.
 
     Args:
         result: the dictionary ``ncu-advise analyze --format json`` prints.
+        group_by: group the application's findings by ``kernel``, ``nvtx`` or ``origin``.
 
     Returns:
         The :class:`Page` the templates render.
@@ -912,6 +939,12 @@ def build_page(result: Mapping[str, Any]) -> Page:
         severities=list(SEVERITIES),
         severity_counts=[(sev, n) for sev in SEVERITIES
                          if (n := sum(1 for f in findings if f.severity == sev))],
+        validity=validity_rows(result),
+        regions=region_rows(result),
+        finding_groups=group_findings(
+            findings, [_map(i) for i in _list(result.get("findings"))], kernels,
+            [anchors.indexes(_map(i)) for i in _list(result.get("findings"))], group_by),
+        group_by=group_by,
     )
 
 
@@ -925,15 +958,17 @@ def environment() -> Environment:
     return env
 
 
-def render_html(result: Mapping[str, Any]) -> str:
+def render_html(result: Mapping[str, Any], group_by: str | None = None) -> str:
     """Render the self-contained HTML report of one analysis result.
 
     Args:
         result: the JSON-contract dictionary (what ``ncu-advise analyze --format json`` prints).
+        group_by: group the findings list by ``kernel``, ``nvtx`` or ``origin`` (default:
+            one list ranked by saving).
 
     Returns:
         The HTML page as a string; it loads nothing from the network.
 
     """
-    page = build_page(result)
+    page = build_page(result, group_by)
     return environment().get_template("report.html.j2").render(page=page)

@@ -36,7 +36,9 @@ def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
                  + (f", {b['unknown']} unknown" if b["unknown"] else ""))
     for w in result.get("warnings", []):
         lines.append(f"warning: {_clip(w, width - 9)}")
+    lines.extend(_validity_lines(result.get("validity", []), width))
     lines.append("")
+    lines.extend(_region_lines(result.get("regions", []), width))
     name_w = max(20, width - 44)
     lines.append(f"{'ID':>4}  {'time':>9}  {'share':>6}  {'bound':<8} {'calls':>5}  kernel")
     kernels = sorted(result["kernels"], key=lambda k: -(k["duration_ns"] or 0) * k["invocations"])
@@ -61,9 +63,20 @@ def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
             lines.append(f"{i:>2}. [{_SEV[f['severity']]}] {f['category']}: "
                          f"{_clip(f['kernel'], 40)}{gain}")
             lines.append(textwrap.indent(textwrap.fill(f["title"], width - 6), "      "))
+            if f.get("note"):
+                lines.append(_clip("      note: " + f["note"], width))
+            if f.get("evidence_source") == "ncu-rule":
+                lines.append("      evidence: Nsight Compute's rule message (no raw metric)")
             advice = " ".join(f["advice"].split())
             first = advice.split(". ")[0].rstrip(".") + "."
             lines.append(_clip("      fix: " + first, width))
+            for src in f.get("source_lines") or []:
+                where = f"{src['file'].rsplit('/', 1)[-1]}:{src['line']}"
+                stall = f", stall {src['stall']}" if src.get("stall") else ""
+                lines.append(_clip(f"      at {where} ({src['share_pct']:.0f}%{stall}): "
+                                   f"{src['sass']}", width))
+            if f.get("collect_with"):
+                lines.append(_clip("      lines: " + f["collect_with"], width))
     missing = {}
     for k in result["kernels"]:
         for n in k["not_evaluated"]:
@@ -76,3 +89,40 @@ def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
         for rule, how in sorted(missing.items()):
             lines.append(_clip(f"  {rule}: needs {how}", width))
     return "\n".join(lines) + "\n"
+
+
+def _validity_lines(entries: list[dict], width: int) -> list[str]:
+    """What limits trust in the numbers, first thing after the headline."""
+    if not entries:
+        return []
+    lines = ["", "Validity:"]
+    for e in entries:
+        mark = "!" if e["severity"] == "warning" else "-"
+        text = textwrap.fill(f"{mark} {e['check']}: {e['message']}", width - 2,
+                             subsequent_indent="    ")
+        lines.append(textwrap.indent(text, "  "))
+    return lines
+
+
+def _region_lines(regions: list[dict], width: int) -> list[str]:
+    """NVTX regions, outer before inner (indented), with time, share, launches and bounds."""
+    if not regions:
+        return []
+    parents = {r["parent"] for r in regions}
+    name_w = max(24, min(44, width - 56))
+    lines = [f"  {'NVTX range':<{name_w}}  {'time':>9}  {'share':>6}  {'calls':>5}  "
+             f"{'kern':>4}  bounds (c/l/m)"]
+    for r in regions:
+        share = f"{100 * r['time_share']:.1f}%" if r["time_share"] is not None else "n/a"
+        mix = "/".join(f"{v}{k[0]}" for k, v in sorted(r["bounds"].items()))
+        leaf = r["name"].rsplit("/", 1)[-1] if r["depth"] else r["name"]
+        label = _clip("  " * r["depth"] + leaf, name_w)
+        lines.append(f"  {label:<{name_w}}  {fmt_time(r['duration_ns']):>9}  {share:>6}  "
+                     f"{r['launches']:>5}  {r['kernels']:>4}  {mix}")
+        top = r["top_findings"][:1]
+        if top and r["name"] not in parents:  # innermost ranges: their main finding
+            f = top[0]
+            lines.append(_clip(f"  {'  ' * r['depth']}  top: {f['category']} in "
+                               f"{f['kernel']}", width))
+    lines.append("")
+    return lines

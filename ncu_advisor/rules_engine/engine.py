@@ -16,6 +16,18 @@ from ..derive.quantities import label_of, metrics_of, unit_of
 from .schema import All, Any_, Comparison, Not, Rule
 
 SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2, "info": 3}
+CONFIDENCE_STEPS = ("high", "medium", "low")
+
+
+def lower_confidence(confidence: str) -> str:
+    """One step less sure (low stays low)."""
+    i = CONFIDENCE_STEPS.index(confidence)
+    return CONFIDENCE_STEPS[min(i + 1, len(CONFIDENCE_STEPS) - 1)]
+
+
+def cap_severity(severity: str, cap: str) -> str:
+    """The milder of two severities."""
+    return severity if SEVERITY_RANK[severity] >= SEVERITY_RANK[cap] else cap
 
 
 @dataclass
@@ -37,6 +49,17 @@ class Finding:
     launch: int | None = None
     kernel_ids: list[int] = field(default_factory=list)
     launch_ids: list[int] = field(default_factory=list)  # application findings: launches
+    # Where the evidence came from: "metrics", "ncu-rule" (values stated by Nsight Compute's
+    # rule messages, as on a details-page export) or "both" (metrics, and an ncu rule of the
+    # same category fired on the launch).
+    evidence_source: str = "metrics"
+    origin: str | None = None  # whose kernel (user, cublas, pytorch, ...)
+    note: str | None = None  # why severity or advice were adjusted (library kernel, short launch)
+    # Findings that live on lines: the top source lines of the cause (derive/source_lines.py),
+    # or how to collect source-level counters when the input lacks them.
+    source_lines: list[dict] = field(default_factory=list)
+    source_cause: str | None = None
+    collect_with: str | None = None
 
     def to_dict(self) -> dict:
         """Return the JSON form (contract field names)."""
@@ -170,13 +193,34 @@ def evidence_of(names: list[str], row: dict[str, float]) -> dict[str, dict]:
     return out
 
 
-def _finding(rule: Rule, launch: int, row: dict[str, float], duration_ns: float) -> Finding:
+@dataclass(frozen=True)
+class Provenance:
+    """Which quantity values ncu's rule messages stated, and which ncu rules fired where."""
+
+    from_ncu_rule: dict[str, set[int]] = field(default_factory=dict)
+    ncu_categories: dict[int, set[str]] = field(default_factory=dict)  # launch -> categories
+
+    def source(self, rule: Rule, launch: int) -> str:
+        """Where a finding of ``rule`` on ``launch`` takes its evidence from."""
+        if any(launch in self.from_ncu_rule.get(q, ()) for q in rule.requires):
+            return "ncu-rule"
+        if rule.category in self.ncu_categories.get(launch, ()):
+            return "both"
+        return "metrics"
+
+
+def _finding(rule: Rule, launch: int, row: dict[str, float], duration_ns: float,
+             provenance: Provenance | None = None) -> Finding:
     """The finding of a data rule whose condition holds on one launch."""
     severity = next(s.level for s in rule.severity if s.when is None or _evaluate(s.when, row))
     pct = estimate_pct(rule, row)
     saving = pct / 100.0 * duration_ns if pct is not None and not np.isnan(duration_ns) else None
+    source = provenance.source(rule, launch) if provenance is not None else "metrics"
+    # ncu's messages round their numbers and state only what crossed ncu's own thresholds.
+    confidence = lower_confidence(rule.confidence) if source == "ncu-rule" else rule.confidence
     return Finding(
-        rule=rule.id, category=rule.category, severity=severity, confidence=rule.confidence,
+        rule=rule.id, category=rule.category, severity=severity, confidence=confidence,
+        evidence_source=source,
         title=render_text(rule.title, row), evidence=evidence_of(rule.evidence, row),
         advice=render_text(rule.fix.strip(), row),
         explanation=render_text(rule.explanation.strip(), row),
@@ -193,6 +237,7 @@ def _not_evaluated(rule: Rule, launch: int | None,
 
 
 def evaluate(rules: list[Rule], quantities: pd.DataFrame, launches: pd.DataFrame,
+             provenance: Provenance | None = None,
              ) -> tuple[list[Finding], list[NotEvaluated]]:
     """Evaluate every kernel-scope data rule on every launch, and every function rule.
 
@@ -221,5 +266,5 @@ def evaluate(rules: list[Rule], quantities: pd.DataFrame, launches: pd.DataFrame
         for i in np.flatnonzero(fires):
             launch = int(index[i])
             findings.append(_finding(rule, launch, quantities.iloc[i].to_dict(),
-                                     durations.get(launch, np.nan)))
+                                     durations.get(launch, np.nan), provenance))
     return findings, skipped

@@ -11,7 +11,14 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from .engine import Finding, NotEvaluated, _not_evaluated, evidence_of, render_text
+from .engine import (
+    Finding,
+    NotEvaluated,
+    _not_evaluated,
+    cap_severity,
+    evidence_of,
+    render_text,
+)
 from .schema import Rule
 
 RuleResult = tuple[list[Finding], list[NotEvaluated]]
@@ -53,6 +60,8 @@ def _runs(launches: pd.DataFrame, starts: Callable[[int], bool],
     runs: list[list[int]] = []
     current: list[int] = []
     prev = None
+    if "form" in launches:  # a per-kernel summary has no launch order to follow
+        launches = launches[launches["form"] != "summary"]
     for row in launches.sort_values(["source", "launch"]).itertuples(index=False):
         launch = int(row.launch)
         if current and prev is not None and _same_stream(prev, row) and continues(current,
@@ -66,6 +75,24 @@ def _runs(launches: pd.DataFrame, starts: Callable[[int], bool],
     if len(current) >= 2:
         runs.append(current)
     return runs
+
+
+def _fusable(row) -> bool:
+    """User code, or a library's elementwise kernel (PyTorch/CuPy eager ops, Inductor pointwise).
+
+    A library's GEMM, sort pass or FFT is one step of an algorithm the caller cannot merge
+    with its neighbours: never part of a fusion chain.
+    """
+    return not bool(getattr(row, "origin_library", False)) or getattr(row, "role", None) == \
+        "elementwise"
+
+
+def _same_region(a, b) -> bool | None:
+    """Same NVTX range (True), different ones (False), or not known for both (None)."""
+    na, nb = getattr(a, "nvtx", None), getattr(b, "nvtx", None)
+    if pd.isna(na) or pd.isna(nb):
+        return None
+    return bool(na == nb)
 
 
 def _reads_previous_output(read: float, written: float) -> bool:
@@ -89,30 +116,57 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
     if skipped:
         return [], [skipped]
     q = quantities.reindex(launches["launch"])
-    low_intensity = q["arith_intensity_dram"].fillna(0.0) < 2.0
+    # Far below the H200 ridge (~14 FLOP/byte): the DRAM traffic, not the math, sets the time.
+    low_intensity = q["arith_intensity_dram"].fillna(0.0) < 4.0
     memory_bound = (q["mem_pct"] >= q["sm_pct"]) & low_intensity & (q["mem_pct"] >= 30.0)
-    reads, writes = q["dram_read_bytes"].to_dict(), q["dram_write_bytes"].to_dict()
+    # A details-page export has DRAM bytes but not the read/write split: take half each way.
+    # That cannot tell a reduction (reads much, writes little) from a map, so without the split
+    # only elementwise ops (which write what they read) or launches of one NVTX range link.
+    split_known = (q["dram_read_bytes"].notna() & q["dram_write_bytes"].notna()).to_dict()
+    judgeable = {int(r.launch): bool(split_known.get(int(r.launch)))
+                 or getattr(r, "role", None) == "elementwise" or not pd.isna(getattr(r, "nvtx",
+                                                                                        None))
+                 for r in launches.itertuples(index=False)}
+    reads = q["dram_read_bytes"].fillna(0.5 * q["dram_bytes"]).to_dict()
+    writes = q["dram_write_bytes"].fillna(0.5 * q["dram_bytes"]).to_dict()
+    rows = {int(r.launch): r for r in launches.itertuples(index=False)}
+
+    def candidate(launch: int) -> bool:
+        return (bool(memory_bound.get(launch, False)) and _fusable(rows[launch])
+                and judgeable[launch])
+
     chains = _runs(
         launches,
-        starts=lambda launch: bool(memory_bound.get(launch, False)),
-        continues=lambda run, launch: bool(memory_bound.get(launch, False))
+        starts=candidate,
+        # Evidence of a data dependence: the next launch reads about what the last one wrote,
+        # and, where NVTX ranges are known, both run inside the same range (one framework op
+        # or layer); a launch in another range starts a new chain.
+        continues=lambda run, launch: candidate(launch)
+        and _same_region(rows[run[-1]], rows[launch]) is not False
         and _reads_previous_output(reads[launch], writes[run[-1]]),
     )
 
     findings = []
     for chain in chains:
+        in_one_range = all(_same_region(rows[chain[0]], rows[c]) for c in chain[1:])
+        # Matching traffic alone cannot prove one kernel consumes the other's output (two
+        # variants of one step look the same): without a shared NVTX range, medium at most.
+        confidence = "high" if in_one_range else "medium"
         sub = q.loc[chain]
-        total = float((sub["dram_read_bytes"] + sub["dram_write_bytes"]).sum())
-        ideal = float(sub["dram_read_bytes"].iloc[0] + sub["dram_write_bytes"].iloc[-1])
+        total = float(sum(reads[c] + writes[c] for c in chain))
+        ideal = float(reads[chain[0]] + writes[chain[-1]])
         duration = float(launches.set_index("launch").loc[chain, "duration_ns"].sum())
         pct = max(0.0, 1.0 - ideal / total) * 100.0 if total > 0 else None
         values = {"chain_length": float(len(chain)), "saving_pct": pct or 0.0,
                   "traffic_ratio": total / ideal if ideal else np.nan}
         names = launches.set_index("launch").loc[chain, "short_name"].tolist()
         severity = _severity(rule, sub.iloc[0].to_dict())
+        # Severity follows confidence: a chain we are less sure of cannot rank above it.
+        severity = cap_severity(severity, {"high": "high", "medium": "medium"}.get(confidence,
+                                                                                     "low"))
         findings.append(Finding(
             rule=rule.id, category=rule.category, severity=severity,
-            confidence=rule.confidence,
+            confidence=confidence,
             title=render_text(rule.title, values) + ": " + " -> ".join(names),
             evidence={"dram_bytes_chain": {"value": total, "unit": "byte",
                                            "label": "DRAM bytes moved by the chain"},
@@ -125,9 +179,13 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
             estimated_speedup_pct=pct,
             estimated_saving_ns=pct / 100.0 * duration if pct is not None else None,
             demo=rule.demo, references=list(rule.references), launch=None,
-            kernel_ids=[int(launches.set_index("launch").at[c, "id"]) for c in chain],
+            kernel_ids=[int(i) for i in launches.set_index("launch").loc[chain, "id"]
+                        if not pd.isna(i)],
             launch_ids=[int(c) for c in chain],
         ))
+    unjudged = [c for c, ok in judgeable.items() if not ok and memory_bound.get(c, False)]
+    if unjudged:  # say so instead of staying silent about them
+        return findings, [_not_evaluated(rule, None, ["dram_read_bytes", "dram_write_bytes"])]
     return findings, []
 
 
@@ -145,9 +203,12 @@ def multi_pass(rule: Rule, quantities: pd.DataFrame,
         return [], [skipped]
     q = quantities.reindex(launches["launch"])
     mem, reads = q["mem_pct"].to_dict(), q["dram_read_bytes"].to_dict()
+    library = (dict(zip(launches["launch"], launches["origin_library"], strict=True))
+               if "origin_library" in launches else {})
 
     def streams(launch: int) -> bool:
-        return bool(mem[launch] >= 50 and reads[launch] > 0)
+        # The passes of a library's algorithm (CUB's radix sort) are its own design.
+        return bool(mem[launch] >= 50 and reads[launch] > 0 and not library.get(launch, False))
 
     groups = _runs(
         launches, starts=streams,

@@ -1,0 +1,135 @@
+"""Nsight Compute's own rule results as typed evidence.
+
+A details-page export (what ``ncu --csv ./app`` prints) has few raw counters but carries ncu's
+rule messages, and those state the numbers our rules need: "only 4.0 of the 32 bytes
+transmitted per sector are utilized", "a 32.3-way bank conflict ... 96.88% of the overall
+wavefronts". The patterns live in ``data/ncu_rule_evidence.toml`` (data, not code): each named
+group of a pattern is a quantity of :mod:`ncu_advisor.derive.quantities`.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Extraction:
+    """One pattern: the ncu rule it reads, the regex, and where ncu's speedup goes."""
+
+    rule: str
+    pattern: re.Pattern
+    speedup: str | None
+
+
+@dataclass(frozen=True)
+class EvidenceTable:
+    """The parsed data file."""
+
+    extractions: tuple[Extraction, ...]
+    absent: tuple[tuple[str, str, str, float], ...]  # rule, section, quantity, value
+    categories: dict[str, str]
+    categories_by_text: tuple[tuple[str, re.Pattern, str], ...]
+
+    @property
+    def quantities(self) -> tuple[str, ...]:
+        """Every quantity some pattern can fill."""
+        names = [g for e in self.extractions for g in e.pattern.groupindex]
+        names += [e.speedup for e in self.extractions if e.speedup]
+        names += [a[2] for a in self.absent]
+        return tuple(dict.fromkeys(names))
+
+
+@lru_cache(maxsize=1)
+def evidence_table() -> EvidenceTable:
+    """Load ``data/ncu_rule_evidence.toml`` once."""
+    text = resources.files("ncu_advisor").joinpath("data/ncu_rule_evidence.toml").read_text()
+    data = tomllib.loads(text)
+    extractions = tuple(
+        Extraction(e["rule"], re.compile(e["pattern"], re.DOTALL), e.get("speedup"))
+        for e in data.get("extract", []))
+    by_text = tuple((c["rule"], re.compile(c["pattern"]), c["category"])
+                    for c in data.get("category_by_text", []))
+    absent = tuple((a["rule"], a["section"], a["quantity"], float(a["value"]))
+                   for a in data.get("absent", []))
+    return EvidenceTable(extractions, absent, dict(data.get("category", {})), by_text)
+
+
+def ncu_rule_category(rule: str, description: str) -> str:
+    """The checklist category an ncu rule message speaks to ("" for none)."""
+    table = evidence_table()
+    for name, pattern, category in table.categories_by_text:
+        if name == rule and pattern.search(description or ""):
+            return category
+    return table.categories.get(rule, "")
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:  # a non-numeric group (never in the shipped table) carries no value
+        return np.nan
+
+
+def ncu_rule_quantities(ncu_rules: pd.DataFrame, index: pd.Index,
+                        metrics: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Quantities stated in ncu's rule messages, one row per launch of ``index``.
+
+    The first message that states a quantity for a launch wins (ncu states each once per
+    launch; the L1 and L2 variants of an access-pattern message carry the same ratio).
+    ``metrics`` (the Report's long table) tells which sections were collected, for what a
+    missing message says (``[[absent]]`` in the data file).
+    """
+    table = evidence_table()
+    columns = list(table.quantities)
+    out = pd.DataFrame(np.nan, index=index, columns=columns, dtype="float64")
+    if ncu_rules is None or ncu_rules.empty:
+        return out
+    if metrics is not None:
+        _fill_absent(out, table, ncu_rules, metrics)
+    by_rule: dict[str, list[Extraction]] = {}
+    for e in table.extractions:
+        by_rule.setdefault(e.rule, []).append(e)
+    rows = ncu_rules[ncu_rules["rule"].isin(list(by_rule))]
+    for launch, rule, text, speedup in zip(rows["launch"], rows["rule"], rows["description"],
+                                           rows["speedup"], strict=True):
+        if launch not in out.index or not isinstance(text, str):
+            continue
+        for e in by_rule[rule]:
+            match = e.pattern.search(text)
+            if match is None:
+                continue
+            for name, value in match.groupdict().items():
+                if value is not None and np.isnan(out.at[launch, name]):
+                    out.at[launch, name] = _number(value)
+            if e.speedup and not pd.isna(speedup) and np.isnan(out.at[launch, e.speedup]):
+                out.at[launch, e.speedup] = float(speedup)
+    return out
+
+
+def _fill_absent(out: pd.DataFrame, table: EvidenceTable, ncu_rules: pd.DataFrame,
+                 metrics: pd.DataFrame) -> None:
+    """Where a section was collected but its rule said nothing, set the stated value."""
+    for rule, section, quantity, value in table.absent:
+        collected = set(metrics.loc[metrics["section"] == section, "launch"].unique())
+        spoke = set(ncu_rules.loc[ncu_rules["rule"] == rule, "launch"].unique())
+        for launch in collected - spoke:
+            if launch in out.index:
+                out.at[launch, quantity] = value
+
+
+def ncu_rule_categories(ncu_rules: pd.DataFrame) -> pd.DataFrame:
+    """Each ncu optimization message (type OPT) with its checklist category."""
+    if ncu_rules is None or ncu_rules.empty:
+        return pd.DataFrame(columns=["launch", "rule", "category", "speedup"])
+    opt = ncu_rules[ncu_rules["type"] == "OPT"]
+    cats = [ncu_rule_category(r, d) for r, d in zip(opt["rule"], opt["description"],
+                                                     strict=True)]
+    return pd.DataFrame({"launch": opt["launch"].to_numpy(), "rule": opt["rule"].to_numpy(),
+                         "category": cats, "speedup": opt["speedup"].to_numpy()})

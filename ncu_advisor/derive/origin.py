@@ -1,0 +1,109 @@
+"""Whose code a kernel is: the user's, or a library's (cuBLAS, cuDNN, CUB, PyTorch, ...).
+
+Advice must speak to what the user can change: a library kernel's access pattern or tile
+shape is not theirs to retune, but its precision mode, the layout of the tensors they pass and
+the fusion of their eager ops are. The table is data (``data/origins.toml``); users can add
+their own origins with a file of the same format.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from ..errors import NcuAdviseError
+
+
+@dataclass(frozen=True)
+class Origin:
+    """One origin: a library, a compiler, or the user's own code."""
+
+    id: str
+    label: str
+    library: bool
+    patterns: tuple[re.Pattern, ...] = ()
+
+
+USER = Origin("user", "user code", False)
+
+
+@dataclass(frozen=True)
+class CallerAdvice:
+    """What the caller of a library kernel can do about a category of finding."""
+
+    roles: tuple[str, ...]
+    text: str
+    severity_cap: str | None = None
+
+
+@dataclass(frozen=True)
+class OriginTable:
+    """Origins, roles and caller advice, in match order."""
+
+    origins: tuple[Origin, ...]
+    roles: tuple[tuple[str, tuple[re.Pattern, ...]], ...]
+    caller_advice: dict[str, CallerAdvice]
+
+    def classify(self, name: str) -> Origin:
+        """The first origin whose pattern matches the kernel name (user code if none)."""
+        for origin in self.origins:
+            if any(p.search(name) for p in origin.patterns):
+                return origin
+        return USER
+
+    def role(self, name: str) -> str | None:
+        """What the kernel does (matmul, layout, elementwise, multi-pass), if recognizable."""
+        for role, patterns in self.roles:
+            if any(p.search(name) for p in patterns):
+                return role
+        return None
+
+
+def _parse(text: str, where: str) -> dict:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise NcuAdviseError(f"{where}: not a valid origins file ({exc})") from None
+
+
+def _compile(patterns: list, where: str) -> tuple[re.Pattern, ...]:
+    try:
+        return tuple(re.compile(p) for p in patterns)
+    except (re.error, TypeError) as exc:
+        raise NcuAdviseError(f"{where}: bad pattern ({exc})") from None
+
+
+def _origins(data: dict, where: str) -> list[Origin]:
+    out = []
+    for i, o in enumerate(data.get("origin", [])):
+        try:
+            out.append(Origin(str(o["id"]), str(o.get("label", o["id"])),
+                              bool(o.get("library", True)),
+                              _compile(list(o.get("patterns", [])), f"{where}: origin {i}")))
+        except KeyError as exc:
+            raise NcuAdviseError(f"{where}: origin {i} lacks field {exc}") from None
+    return out
+
+
+@lru_cache(maxsize=8)
+def origin_table(extra: str | None = None) -> OriginTable:
+    """The built-in table, with the origins of the file ``extra`` (if given) tried first."""
+    builtin = resources.files("ncu_advisor").joinpath("data/origins.toml").read_text()
+    data = _parse(builtin, "data/origins.toml")
+    origins = _origins(data, "data/origins.toml")
+    if extra:
+        try:
+            text = Path(extra).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise NcuAdviseError(f"{extra}: cannot read ({exc.strerror or exc})") from None
+        origins = _origins(_parse(text, extra), extra) + origins
+    roles = tuple((r["id"], _compile(list(r["patterns"]), "data/origins.toml"))
+                  for r in data.get("role", []))
+    advice = {cat: CallerAdvice(tuple(a.get("roles", [])), " ".join(a["text"].split()),
+                                a.get("severity_cap"))
+              for cat, a in data.get("caller_advice", {}).items()}
+    return OriginTable(tuple(origins), roles, advice)

@@ -1,0 +1,309 @@
+"""The self-contained HTML page of a diff (``ncu-advise diff --format html``).
+
+Same rules as the analysis report (:mod:`ncu_advisor.render.html`): a view-model of plain
+dataclasses built from the diff's JSON form, templates that only loop and format, autoescaping
+for everything from the input, the report's CSS, JS and format filters, and charts drawn by our
+own code (the per-kernel time chart as SVG in the template, the roofline with matplotlib).
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from markupsafe import Markup
+
+from .. import __version__
+from .charts import _RC, _ROOF_STYLE, LEVELS, PRECISIONS, _intensity_tick, _positive, _si
+from .html import _number, environment
+
+# Bars in the per-kernel time chart (the largest pairs by time, before or after).
+TIME_CHART_PAIRS = 12
+BEFORE_COLOR = "#9aa0a6"
+AFTER_COLOR = "#1f5fa8"
+
+
+@dataclass
+class PairRow:
+    """One row of the pairs table (and of the time chart)."""
+
+    before_name: str | None
+    after_name: str | None
+    before_id: int | None
+    after_id: int | None
+    match: str
+    verdict: str
+    before_ns: float | None
+    after_ns: float | None
+    delta_ns: float | None
+    speedup: float | None
+    change_pct: float | None
+    noise_ns: float | None
+    bound_before: str | None
+    bound_after: str | None
+    quantities: list[tuple[str, str, Any, Any, float | None]]  # label, unit, before, after, %
+
+    @property
+    def renamed(self) -> bool:
+        """Whether the two sides have different kernel names."""
+        return bool(self.before_name and self.after_name and self.before_name != self.after_name)
+
+
+@dataclass
+class TimeBar:
+    """One pair in the per-kernel time chart (widths in percent of the largest time)."""
+
+    label: str
+    title: str
+    before_width: float
+    after_width: float
+    before_ns: float | None
+    after_ns: float | None
+    y: int
+
+
+@dataclass
+class FindingItem:
+    """A finding resolved, new or kept."""
+
+    status: str
+    rule: str
+    category: str
+    severity: str
+    title: str
+    kernel: str
+    launches: int
+    worsened: bool
+    before_severity: str | None
+    after_severity: str | None
+
+
+@dataclass
+class DiffHeader:
+    """What the base template needs: the page title and the tool that made it."""
+
+    title: str
+    tool: str
+
+
+@dataclass
+class DiffPage:
+    """Everything the diff template shows."""
+
+    header: DiffHeader
+    before_sources: list[str]
+    after_sources: list[str]
+    gpu: str | None
+    before_ns: float | None
+    after_ns: float | None
+    speedup: float | None
+    change_pct: float | None
+    within_noise: bool | None
+    noise: Mapping[str, Any]
+    match_counts: list[tuple[str, int]]
+    pairs: list[PairRow]
+    bars: list[TimeBar]
+    chart_height: int
+    roofline_svg: Markup | None
+    findings: dict[str, list[FindingItem]]
+    gates: list[Mapping[str, Any]]
+
+
+def _short(name: str | None, limit: int = 48) -> str:
+    if not name:
+        return ""
+    return name if len(name) <= limit else name[: limit - 1] + "\u2026"
+
+
+def _pair_row(row: Mapping[str, Any]) -> PairRow:
+    b, a = row.get("before"), row.get("after")
+    qs = [(q["label"], q["unit"], q["before"], q["after"], q.get("change_pct"))
+          for q in (row.get("quantities") or {}).values()]
+    return PairRow(
+        before_name=b["short_name"] if b else None, after_name=a["short_name"] if a else None,
+        before_id=b["id"] if b else None, after_id=a["id"] if a else None,
+        match=row["match"], verdict=row["verdict"], before_ns=row["before_ns"],
+        after_ns=row["after_ns"], delta_ns=row["delta_ns"], speedup=row["speedup"],
+        change_pct=row["change_pct"], noise_ns=row["noise_ns"],
+        bound_before=(row.get("bound") or {}).get("before"),
+        bound_after=(row.get("bound") or {}).get("after"), quantities=qs)
+
+
+def _bars(rows: list[PairRow]) -> list[TimeBar]:
+    biggest = sorted(rows, key=lambda r: -max(r.before_ns or 0.0, r.after_ns or 0.0))
+    biggest = biggest[:TIME_CHART_PAIRS]
+    top = max([max(r.before_ns or 0.0, r.after_ns or 0.0) for r in biggest] + [1.0])
+    bars = []
+    for i, r in enumerate(biggest):
+        label = r.after_name or r.before_name or "?"
+        title = (f"{r.before_name} -> {r.after_name}" if r.renamed else label)
+        bars.append(TimeBar(label=_short(label, 40), title=title,
+                            before_width=100.0 * (r.before_ns or 0.0) / top,
+                            after_width=100.0 * (r.after_ns or 0.0) / top,
+                            before_ns=r.before_ns, after_ns=r.after_ns, y=i * 34))
+    return bars
+
+
+def _findings(data: Mapping[str, Any]) -> dict[str, list[FindingItem]]:
+    out = {}
+    for status in ("resolved", "new", "kept"):
+        out[status] = [FindingItem(
+            status=status, rule=f["rule"], category=f["category"], severity=f["severity"],
+            title=f["title"], kernel=f["kernel"], launches=f["launches"],
+            worsened=bool(f.get("worsened")), before_severity=f.get("before_severity"),
+            after_severity=f.get("after_severity"))
+            for f in (data.get("findings") or {}).get(status, [])]
+    return out
+
+
+def roofline_diff_svg(data: Mapping[str, Any]) -> str | None:
+    """Draw both runs on one roofline: before points grey, after points blue, an arrow per pair.
+
+    Args:
+        data: the diff's JSON form (``pairs`` with ``roofline`` points, ``roofs``).
+
+    Returns:
+        An inline ``<svg>`` string, or None when no pair can be placed on log axes.
+
+    """
+    import matplotlib
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    points = []  # (side, x, y, name, pair index)
+    for index, row in enumerate(data.get("pairs") or []):
+        for side in ("before", "after"):
+            pt = (row.get("roofline") or {}).get(side)
+            ref = row.get(side)
+            if not pt or not ref:
+                continue
+            x, y = _positive(pt.get("arithmetic_intensity")), _positive(pt.get("achieved_flops"))
+            if x is not None and y is not None:
+                points.append((side, x, y, str(ref.get("name") or ""), index))
+    if not points:
+        return None
+    roofs = data.get("roofs") or {}
+    compute = {k: v for k, v in (roofs.get("compute") or {}).items() if _positive(v)}
+    memory = {k: v for k, v in (roofs.get("memory") or {}).items() if _positive(v)}
+    xs = [p[1] for p in points]
+    ys = [p[2] for p in points]
+    top = max([*compute.values(), *ys, 1.0])
+    ridges = [c / m for c in compute.values() for m in memory.values()]
+    x_lo = 10 ** math.floor(math.log10(min([*xs, *ridges, 1.0]) / 2))
+    x_hi = 10 ** math.ceil(math.log10(max([*xs, *ridges, 1.0]) * 2))
+    y_lo = 10 ** math.floor(math.log10(min([*ys, top / 1e4]) / 2))
+    y_hi = 10 ** math.ceil(math.log10(top * 1.5))
+    with matplotlib.rc_context(_RC):
+        fig = Figure(figsize=(7.6, 4.3))
+        FigureCanvasSVG(fig)
+        fig.subplots_adjust(left=0.15, right=0.96, bottom=0.11, top=0.97)
+        ax = fig.add_subplot()
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(x_lo, x_hi)
+        ax.set_ylim(y_lo, y_hi)
+        ax.grid(True, which="major", color="#e8eaed", linewidth=0.6)
+        ax.set_axisbelow(True)
+        for spine in ("top", "right"):
+            ax.spines[spine].set_visible(False)
+        ax.xaxis.set_major_locator(LogLocator(base=10))
+        ax.yaxis.set_major_locator(LogLocator(base=10))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.xaxis.set_major_formatter(FuncFormatter(_intensity_tick))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: _si(v, "FLOP/s")))
+        ax.set_xlabel("Arithmetic intensity (FLOP/byte, DRAM)")
+        ax.set_ylabel("Achieved performance")
+        ceiling = max(compute.values()) if compute else y_hi
+        for level, label in LEVELS.items():
+            bw = memory.get(level)
+            if bw is None:
+                continue
+            x_end = min(ceiling / bw, x_hi)
+            ax.plot([x_lo, x_end], [bw * x_lo, bw * x_end], _ROOF_STYLE[level],
+                    color="#5f6368", linewidth=1.0, label=f"{label} {_si(bw, 'B/s')}")
+        bw_max = max(memory.values()) if memory else None
+        for precision, label in PRECISIONS.items():
+            peak = compute.get(precision)
+            if peak is None:
+                continue
+            x_start = max(peak / bw_max, x_lo) if bw_max else x_lo
+            ax.plot([x_start, x_hi], [peak, peak], "-", color="#3c4043", linewidth=1.0)
+            ax.annotate(f"{label} {_si(peak, 'FLOP/s')}", (x_hi, peak), fontsize=7.5,
+                        color="#3c4043", ha="right", va="bottom", xytext=(-2, 2),
+                        textcoords="offset points", parse_math=False)
+        by_pair: dict[int, dict[str, tuple[float, float]]] = {}
+        for side, x, y, _name, index in points:
+            by_pair.setdefault(index, {})[side] = (x, y)
+        for ends in by_pair.values():
+            if "before" in ends and "after" in ends and ends["before"] != ends["after"]:
+                ax.annotate("", xy=ends["after"], xytext=ends["before"],
+                            arrowprops={"arrowstyle": "->", "color": "#5f6368", "lw": 0.8,
+                                        "shrinkA": 4, "shrinkB": 5})
+        for n, (side, x, y, _name, _index) in enumerate(points):
+            before = side == "before"
+            ax.plot([x], [y], "o", markersize=7, color="white" if before else AFTER_COLOR,
+                    markeredgecolor=BEFORE_COLOR if before else "white",
+                    markeredgewidth=1.4 if before else 0.8, gid=f"rd-pt-{n}")
+        ax.plot([], [], "o", color="white", markeredgecolor=BEFORE_COLOR, label="before")
+        ax.plot([], [], "o", color=AFTER_COLOR, markeredgecolor="white", label="after")
+        ax.legend(loc="lower right", frameon=False, fontsize=7.5, handletextpad=0.3)
+        buf = io.StringIO()
+        fig.savefig(buf, format="svg",
+                    metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    svg = buf.getvalue()
+    svg = svg[svg.index("<svg"):]
+    svg = re.sub(r"<!--.*?-->", "", svg, flags=re.DOTALL)
+    svg = re.sub(r"<defs>\s*<style[^>]*>.*?</style>\s*</defs>", "", svg, flags=re.DOTALL)
+    svg = re.sub(r"font-family: [^;\"]*;?\s*", "", svg)
+    svg = svg.replace("<svg ", '<svg class="roofline" role="img" aria-labelledby="rd-title" ', 1)
+    svg = re.sub(r'\s(width|height)="[\d.]+pt"', "", svg, count=2)
+    svg = svg.replace(">", '><title id="rd-title">Both runs on one roofline: each kernel before '
+                           "(hollow) and after (filled)</title>", 1)
+    for n, (side, x, y, name, _index) in enumerate(points):
+        tip = html.escape(f"{side}: {name}\n{_si(y, 'FLOP/s')} at {x:.3g} FLOP/byte", quote=True)
+        svg = svg.replace(f'<g id="rd-pt-{n}">', f'<g id="rd-pt-{n}"><title>{tip}</title>', 1)
+    return re.sub(r"[ \t]+\n", "\n", svg).strip() + "\n"
+
+
+def build_diff_page(data: Mapping[str, Any]) -> DiffPage:
+    """Build the diff page's view-model from the diff's JSON form."""
+    rows = [_pair_row(r) for r in data.get("pairs") or []]
+    rows.sort(key=lambda r: -abs(r.delta_ns or 0.0))
+    bars = _bars(rows)
+    svg = roofline_diff_svg(data)
+    before, after = data["before"], data["after"]
+    return DiffPage(
+        header=DiffHeader(title="ncu-advise diff", tool=f"ncu-advise {__version__}"),
+        before_sources=list(before.get("sources") or []),
+        after_sources=list(after.get("sources") or []),
+        gpu=after.get("gpu") or before.get("gpu"),
+        before_ns=_number(before.get("total_ns")), after_ns=_number(after.get("total_ns")),
+        speedup=_number(data.get("speedup")), change_pct=_number(data.get("change_pct")),
+        within_noise=data.get("within_noise"), noise=data.get("noise") or {},
+        match_counts=[(k, n) for k, n in (data.get("match_counts") or {}).items() if n],
+        pairs=rows, bars=bars, chart_height=max(len(bars) * 34, 34),
+        # Drawn by our code, which escapes its own text: the one trusted markup.
+        roofline_svg=Markup(svg) if svg else None,
+        findings=_findings(data), gates=list(data.get("gates") or []),
+    )
+
+
+def render_diff_html(data: Mapping[str, Any]) -> str:
+    """Render the self-contained HTML page of a diff.
+
+    Args:
+        data: ``RunDiff.to_dict()`` (plus ``gates`` when gates were evaluated).
+
+    Returns:
+        The page; it loads nothing from the network.
+
+    """
+    env = environment()
+    return env.get_template("diff.html.j2").render(page=build_diff_page(data))

@@ -1,0 +1,81 @@
+"""Turn rule findings into advice the user can act on, given whose kernel it is.
+
+Runs after the rules: a finding about a library kernel's internals (a cuBLAS GEMM's occupancy,
+the bank conflicts of CUB's radix sort) is demoted to ``info`` with the reason, unless the
+caller can do something about its category (a precision mode, a tensor layout, a compiler
+fusion), in which case the fix is replaced by that caller advice. Launches too short to matter
+on their own are capped at ``low``.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..derive.origin import OriginTable
+from .engine import Finding, cap_severity
+
+# Below this a launch is dominated by launch overhead: its own inefficiency costs next to
+# nothing, and many such launches are a batching question, not a kernel one.
+SHORT_LAUNCH_NS = 5_000.0
+# Categories whose findings stay as they are for library kernels (they are about placement,
+# not about the library's code).
+_ALWAYS_KEPT = {"roofline"}
+
+
+def apply_policy(findings: list[Finding], launches: pd.DataFrame,
+                 table: OriginTable) -> list[Finding]:
+    """Adjust kernel findings for library origin and short launches (in place; returned)."""
+    by_launch = launches.set_index("launch")
+    for f in findings:
+        if f.launch is None:
+            _for_application_finding(f, by_launch, table)
+            continue
+        if f.launch not in by_launch.index:
+            continue
+        row = by_launch.loc[f.launch]
+        f.origin = row["origin"]
+        if bool(row["origin_library"]) and f.category not in _ALWAYS_KEPT:
+            _for_library_kernel(f, row, table)
+        duration = row["duration_ns"]
+        if not pd.isna(duration) and duration < SHORT_LAUNCH_NS and f.severity in ("high",
+                                                                                   "medium"):
+            f.severity = cap_severity(f.severity, "low")
+            f.note = _join(f.note, f"a {duration / 1e3:.1f} us launch: launch overhead "
+                                   "dominates, so its own inefficiency costs little")
+    return findings
+
+
+def _for_library_kernel(f: Finding, row: pd.Series, table: OriginTable) -> None:
+    label = row["origin_label"]
+    advice = table.caller_advice.get(f.category)
+    if advice is not None and (not advice.roles or row["role"] in advice.roles):
+        f.advice = advice.text
+        if advice.severity_cap:
+            f.severity = cap_severity(f.severity, advice.severity_cap)
+        f.note = _join(f.note, f"{label} kernel: advice is for the caller")
+        return
+    f.severity = "info"
+    f.estimated_saving_ns = None
+    f.estimated_speedup_pct = None
+    f.note = _join(f.note, f"{label} kernel: its {f.category} is the library's own design, "
+                           "not something the caller can change")
+    f.advice = (f"Nothing to change at the call site: this is {label}'s code. Look at the "
+                "kernels you write, or at how this one is called (shapes, precision, layout).")
+
+
+def _for_application_finding(f: Finding, by_launch: pd.DataFrame, table: OriginTable) -> None:
+    """Give a finding over several library launches (a fusion chain) its caller advice."""
+    rows = by_launch.loc[[i for i in f.launch_ids if i in by_launch.index]]
+    if rows.empty or not rows["origin_library"].all():
+        return
+    origins = rows["origin"].unique()
+    f.origin = origins[0] if len(origins) == 1 else None
+    advice = table.caller_advice.get(f.category)
+    if advice is not None and (not advice.roles or rows["role"].isin(advice.roles).all()):
+        f.advice = advice.text
+        labels = ", ".join(dict.fromkeys(rows["origin_label"]))
+        f.note = _join(f.note, f"{labels} kernels: advice is for the caller")
+
+
+def _join(a: str | None, b: str) -> str:
+    return b if not a else f"{a}; {b}"
