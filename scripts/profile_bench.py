@@ -399,6 +399,10 @@ def checks(b: Bench) -> None:
             data = json.loads((folder / "report.json").read_text())
             result["report_kernels"] = [k["name"] for k in data["kernels"]]
             result["timings_s"] = data["session"].get("timings_s")
+            # Source lines behind findings come from per-instruction metrics of the .ncu-rep.
+            result["findings_with_source_lines"] = sum(
+                bool(f.get("source_lines")) for k in data["kernels"] for f in k["findings"])
+            result["validity"] = data.get("validity")
         for log in folder.glob("*.ncu.log"):
             text = log.read_text(errors="replace")
             result["processes"] = len(re.findall(r"==PROF== Connected to process", text))
