@@ -147,15 +147,22 @@ def analyze(
     group_by: Annotated[GroupBy | None, typer.Option(
         "--group-by", help="HTML: group the findings list by nvtx range, kernel or origin.",
         case_sensitive=False)] = None,
+    origins: Annotated[Path | None, typer.Option(
+        "--origins", help="A TOML file of extra kernel origins (your own libraries), tried "
+        "before the built-in table (format: ncu_advisor/data/origins.toml).")] = None,
 ) -> None:
     """Analyze saved reports: launches ranked by GPU time, and the top findings."""
     from .analysis import analyze as run_analysis
     from .readers import read_report
 
+    if origins is not None:  # a bad table fails before the (possibly long) read
+        from .derive.origin import origin_table
+        origin_table(str(origins))
     with _file_progress() as progress:
         report = read_report(paths, progress=progress)
     result = run_analysis(report, rules_dirs=rules,
-                          measured_bandwidth=peak_bandwidth * 1e9 if peak_bandwidth else None)
+                          measured_bandwidth=peak_bandwidth * 1e9 if peak_bandwidth else None,
+                          origins=str(origins) if origins else None)
     include = include_metrics
     if include is None:
         # Raw metrics are ~2,000 per kernel of a full-set capture (about 1 MB of HTML each).

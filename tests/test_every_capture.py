@@ -3,17 +3,36 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from ncu_advisor import analyze, read_report
+from ncu_advisor import ReportParseError, analyze, read_report
 from ncu_advisor.render.html import render_html
 from ncu_advisor.render.text import render_text
 
 ROOT = Path(__file__).resolve().parent.parent
-CAPTURES = sorted(p for folder in ("sample_reports", "docs/examples")
-                  for p in (ROOT / folder).rglob("*") if p.suffix in (".csv", ".ncu-rep"))
+# Notes and logs beside the captures: what the machine reported, pytest's output, ncu's own
+# messages of each run (no results), ncu-advise's printed output in docs/examples.
+NOT_CAPTURES = re.compile(r"(^|/)(logs/|host\.txt$|pytest_gpu\.txt$|[^/]*\.out\.txt$)")
+# Pages that hold no launches: read alone they are a one-line error, beside a details export
+# of the same capture they add to it.
+PAGES = re.compile(r"\.(session|source)\.(csv|txt)(\.gz)?$")
+
+
+def _form(path: Path) -> str:
+    """The name's form, below a .gz: .csv, .ncu-rep, .txt or other."""
+    suffixes = [s for s in path.suffixes if s != ".gz"]
+    return suffixes[-1] if suffixes else ""
+
+
+_ALL = sorted(p for folder in ("sample_reports", "docs/examples")
+              for p in (ROOT / folder).rglob("*")
+              if p.is_file() and _form(p) in (".csv", ".ncu-rep", ".txt")
+              and not NOT_CAPTURES.search(p.relative_to(ROOT).as_posix()))
+CAPTURES = [p for p in _ALL if not PAGES.search(p.name)]
+PAGE_FILES = [p for p in _ALL if PAGES.search(p.name)]
 
 
 def _inputs(path: Path) -> Path | list[Path]:
@@ -23,7 +42,18 @@ def _inputs(path: Path) -> Path | list[Path]:
     return path
 
 
-@pytest.mark.parametrize("path", CAPTURES, ids=[str(p.relative_to(ROOT)) for p in CAPTURES])
+def _ids(paths):
+    return [str(p.relative_to(ROOT)) for p in paths]
+
+
+# The per-variant raw exports (NAME.bad.raw / NAME.good.raw) repeat the launches of NAME.raw,
+# which stays in the quick run; a raw page takes seconds to analyze and render.
+_SLOW = re.compile(r"\.(bad|good)\.raw\.csv(\.gz)?$")
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, marks=pytest.mark.slow) if _SLOW.search(p.name) else p for p in CAPTURES],
+    ids=_ids(CAPTURES))
 def test_capture_analyzes(path):
     report = read_report(_inputs(path))
     data = analyze(report).to_dict()
@@ -34,5 +64,26 @@ def test_capture_analyzes(path):
         assert "<html" in render_html(data)
 
 
+@pytest.mark.parametrize("path", PAGE_FILES, ids=_ids(PAGE_FILES))
+def test_session_and_source_pages(path):
+    page = PAGES.search(path.name)[1]
+    with pytest.raises(ReportParseError) as err:
+        read_report(path)
+    assert str(err.value).startswith(f"{path}: a --page {page} export")
+    assert "\n" not in str(err.value)
+    details = next(path.parent.glob(PAGES.sub("", path.name) + ".details.csv*"))
+    if path.name.endswith((".txt", ".txt.gz")):
+        return  # a plain-text source page cannot be read beside anything
+    merged = read_report([details, path])
+    alone = read_report(details)
+    assert len(merged.launches) == len(alone.launches)
+    if page == "session":
+        assert merged.session["ncu_command"].split()[0].endswith("ncu")
+    json.dumps(analyze(merged).to_dict(), allow_nan=False)
+
+
 def test_there_are_captures():
-    assert len(CAPTURES) >= 60
+    assert len(CAPTURES) >= 150
+    forms = {_form(p) + (".gz" if p.suffix == ".gz" else "") for p in CAPTURES}
+    assert forms == {".csv", ".csv.gz", ".ncu-rep", ".txt", ".txt.gz"}
+    assert len(PAGE_FILES) >= 9  # 1 session, 4 source CSV, 4 source text

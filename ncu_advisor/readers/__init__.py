@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
 import os
+import re
+import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -10,13 +13,26 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ReportParseError
-from ..report import LAUNCH_COLUMNS, Report
+from ..report import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, Report
 from .common import base_suffix
 from .csv_export import read_csv_export
 from .ncu_rep import read_ncu_rep
+from .session_page import looks_like_session_page, read_session_page
 from .source_page import attach_source_lines, empty_source_lines, is_source_page, read_source_page
+from .text import has_kernel_results, looks_like_text_output, read_text_output
 
-REPORT_SUFFIXES = (".csv", ".ncu-rep", ".txt")
+REPORT_SUFFIXES = (".csv", ".ncu-rep", ".txt", ".log")
+# Enough of a file to tell its form: a live log's ==PROF== lines come first.
+HEAD_BYTES = 65536
+_CSV_HEADER = re.compile(r'^"(ID|Process ID)",', re.MULTILINE)
+# Pages that describe a capture without launches: what to export instead when read alone.
+_ALONE = {
+    "session": "a --page session export holds only the capture's facts (command line, host, "
+               "device); export the details or raw page to analyze it "
+               "(ncu --import r.ncu-rep --csv --page details|raw)",
+    "source": "a --page source export: per-line counters, read it together with the details or "
+              "raw export of the same capture (ncu --import r.ncu-rep --csv --page details|raw)",
+}
 # Facts about the device and the session, taken from the first launch that has them.
 _SESSION_METRICS = {
     "gpu": "device__attribute_display_name",
@@ -28,16 +44,86 @@ _SESSION_METRICS = {
 }
 
 
+def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
+    """Return a file's first ``size`` bytes, decompressed for ``.gz`` (b"" if it will not unzip)."""
+    if path.suffix.lower() != ".gz":
+        with path.open("rb") as fh:
+            return fh.read(size)
+    try:
+        with gzip.open(path, "rb") as fh:
+            return fh.read(size)
+    except (EOFError, zlib.error, gzip.BadGzipFile):
+        return b""  # the reader reports the broken file
+
+
+def _decode_head(head: bytes) -> str:
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):  # PowerShell's UTF-16
+        return head[: len(head) // 2 * 2].decode("utf-16", errors="replace")
+    return head.decode("utf-8-sig", errors="replace")
+
+
+def _form_by_content(text: str) -> str | None:
+    """The form the first lines of a file show, or None when they show none."""
+    start = text.lstrip()
+    if start.startswith('"File Path",'):
+        return "source"
+    if start.startswith("/*") and "File Path:" in start[:200]:
+        return "source-text"
+    if looks_like_session_page(start):
+        return "session"
+    if _CSV_HEADER.search(text):
+        return "csv"
+    if looks_like_text_output(text):
+        return "text"
+    return None
+
+
+def detect_form(path: Path, head: bytes) -> str:
+    """Name the export form of a file from its name and first bytes.
+
+    Returns one of ``ncu-rep``, ``csv`` (details, raw or summary page), ``text`` (ncu's
+    plain-text output or its log), ``session`` / ``source`` (``--page session`` /
+    ``--page source`` CSV exports) and ``source-text`` (``--page source`` without ``--csv``).
+    """
+    suffix = base_suffix(path)
+    if suffix == ".ncu-rep":
+        return "ncu-rep"
+    text = _decode_head(head)
+    form = _form_by_content(text)
+    if suffix == ".csv" and form in (None, "text") and not has_kernel_results(text):
+        return "csv"  # a live CSV's ==PROF== lines may fill the head; its reader decides
+    if form is None and suffix in (".txt", ".log"):
+        return "text"
+    return form or "csv"  # anything else: the CSV reader says what is wrong with it
+
+
+def _looks_like_report(path: Path) -> bool:
+    """Whether a file found in a folder is one to read.
+
+    Every .csv and .ncu-rep, and the .txt/.log files whose content is ncu's output: folders
+    also hold notes and program logs.
+    """
+    suffix = base_suffix(path)
+    if suffix in (".csv", ".ncu-rep"):
+        return True
+    if suffix not in (".txt", ".log"):
+        return False
+    try:
+        return _form_by_content(_decode_head(read_head(path))) is not None
+    except OSError:
+        return True  # let the reader say why it cannot be read
+
+
 def _expand(paths: Iterable[str | os.PathLike]) -> list[tuple[Path, bool]]:
     """List the files to read; the flag says whether the file was found in a directory."""
     files: list[tuple[Path, bool]] = []
     for p in paths:
         path = Path(p)
         if path.is_dir():
-            found = sorted(f for f in path.rglob("*") if f.is_file()
-                           and base_suffix(f) in (".csv", ".ncu-rep"))
+            found = sorted(f for f in path.rglob("*") if f.is_file() and _looks_like_report(f))
             if not found:
-                raise ReportParseError(f"{path}: directory holds no .csv or .ncu-rep reports")
+                raise ReportParseError(f"{path}: directory holds no .csv or .ncu-rep reports "
+                                       "(nor ncu text output)")
             files.extend((f, True) for f in found)
         elif path.exists():
             files.append((path, False))
@@ -48,18 +134,39 @@ def _expand(paths: Iterable[str | os.PathLike]) -> list[tuple[Path, bool]]:
     return files
 
 
-def read_one(path: Path) -> Report:
-    """Read one file: ``.ncu-rep`` through ncu_report, anything else as a CSV export.
+def _read_source_page(path: Path) -> Report:
+    """A ``--page source`` CSV export: its per-line counters are not read yet."""
+    return Report(
+        launches=pd.DataFrame(columns=LAUNCH_COLUMNS), metrics=pd.DataFrame(columns=METRIC_COLUMNS),
+        ncu_rules=pd.DataFrame(columns=RULE_COLUMNS), sources=[str(path)],
+        warnings=[f"{path.name}: a --page source export; its per-line counters are not used"])
 
-    Each reader checks its own content (empty file, report header, CSV header).
-    """
+
+def _read_form(path: Path) -> tuple[str, Report]:
+    """Read one file with the reader of its form; return the form too."""
     if not path.is_file():
         raise ReportParseError(f"{path}: not a regular file")
-    reader = read_ncu_rep if path.suffix.lower() == ".ncu-rep" else read_csv_export
     try:
-        return reader(path)
+        form = detect_form(path, read_head(path))
+        if form == "source-text":
+            raise ReportParseError(
+                f"{path}: a --page source export in plain text (per-line counters); analyze "
+                "the details or raw page (ncu --import r.ncu-rep --csv --page details|raw)")
+        reader = {"ncu-rep": read_ncu_rep, "text": read_text_output,
+                  "session": read_session_page, "source": _read_source_page}.get(
+                      form, read_csv_export)
+        return form, reader(path)
     except OSError as exc:  # permissions, I/O errors: a user's problem, one line
         raise ReportParseError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def read_one(path: Path) -> Report:
+    """Read one file with the reader of its form (see :func:`detect_form`).
+
+    Each reader checks its own content (empty file, report header, CSV header). A session or
+    source page gives a Report without launches: facts to merge with a report of launches.
+    """
+    return _read_form(path)[1]
 
 
 def _session(report: Report) -> dict:
@@ -111,7 +218,9 @@ def _merge_same_launches(report: Report) -> Report:
                               else fill.fillna(keep[col])})
     metrics = report.metrics.assign(launch=report.metrics["launch"].replace(remap))
     rules = report.ncu_rules.assign(launch=report.ncu_rules["launch"].replace(remap))
-    rules = rules.drop_duplicates(subset=["launch", "rule", "type", "description"])
+    # The text form wraps descriptions, so the copies may differ in spacing.
+    spacing = rules["description"].astype(str).str.split().str.join(" ")
+    rules = rules[~rules.assign(_text=spacing).duplicated(["launch", "rule", "type", "_text"])]
     lines = report.source_lines.assign(launch=report.source_lines["launch"].replace(remap))
     # Renumber so launch numbers stay 0..n-1.
     order = {old: new for new, old in enumerate(keep["launch"])}
@@ -131,7 +240,9 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
 
     Args:
         paths: a path or a list of paths: ``.ncu-rep`` files, any CSV written by ``ncu --csv``
-            or ``ncu --import ... --csv``, or directories holding them.
+            or ``ncu --import ... --csv``, ncu's plain-text output, any of them gzipped, or
+            directories holding them. A ``--page session`` export adds its facts to
+            ``session``.
         progress: called as ``progress(done, total, path)`` before each file is read.
 
     Returns:
@@ -143,26 +254,32 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
     """
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
-    parts, skipped = [], []
+    parts, skipped, pages = [], [], []
     files = _expand(paths)
     # A source page names no launch ID: it is attached to the launches read beside it.
-    pages = [(p, d) for p, d in files if base_suffix(p) == ".csv" and is_source_page(p)]
-    if pages:
-        files = [f for f in files if f not in pages]
+    source_pages = [(p, d) for p, d in files if base_suffix(p) == ".csv" and is_source_page(p)]
+    if source_pages:
+        files = [f for f in files if f not in source_pages]
         if not files:
-            raise ReportParseError(
-                f"{pages[0][0]}: a source page export (--page source) names no launch; read "
-                "it together with the details or raw export of the same capture")
+            raise ReportParseError(f"{source_pages[0][0]}: {_ALONE['source']}")
     for done, (path, from_dir) in enumerate(files):
         if progress is not None:
             progress(done, len(files), path)
         try:
-            parts.append(read_one(path))
+            form, part = _read_form(path)
         except ReportParseError as exc:
             if not from_dir:
                 raise
             # Folders may hold other CSVs: skip what is not a report, and say so.
             skipped.append(f"skipped {exc}")
+            continue
+        if len(part.launches):
+            parts.append(part)
+        else:  # a session or source page: facts about launches read from other files
+            pages.append((form, path, part))
+    if not parts and pages:
+        form, path, _ = pages[0]
+        raise ReportParseError(f"{path}: {_ALONE.get(form, 'no profiled launches')}")
     if not parts:
         raise ReportParseError(f"no readable Nsight Compute report among the inputs ({skipped[0]})")
     launches, metrics, rules, warnings, session = [], [], [], list(skipped), {}
@@ -174,10 +291,12 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
         rules.append(part.ncu_rules.assign(launch=part.ncu_rules["launch"] + offset))
         if not part.source_lines.empty:
             lines.append(part.source_lines.assign(launch=part.source_lines["launch"] + offset))
+        offset += len(part.launches)
+    parts.extend(part for _, _, part in pages)  # they add facts and warnings, no rows
+    for part in parts:
         warnings.extend(part.warnings)
         for k, v in part.session.items():
             session.setdefault(k, v)
-        offset += len(part.launches)
     nonempty = [r for r in rules if not r.empty]
     report = Report(
         launches=pd.concat(launches, ignore_index=True)[LAUNCH_COLUMNS],
@@ -189,8 +308,8 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
         source_lines=pd.concat(lines, ignore_index=True) if lines else empty_source_lines(),
     )
     report = _merge_same_launches(report)
-    if pages:
-        _attach_pages(report, pages)
+    if source_pages:
+        _attach_pages(report, source_pages)
     report.session.update(_session(report))
     report.launches["duration_ns"] = report.launches["duration_ns"].astype("float64")
     report.launches["invocations"] = (

@@ -99,6 +99,11 @@ def short_name(name: str) -> str:
 
 
 _NVTX_ENTRY = re.compile(r'"([^"]*)"')
+# One entry is "domain:range:PL_Type:PL_Value:CLR_Type:Color:Msg_Type:Msg". Range names and
+# messages may hold colons themselves (CUB's "cub::DeviceRadixSort", registered as both the
+# range and its message), so the message must be "none:none" or repeat the range name.
+_NVTX_FIELDS = re.compile(
+    r"^(?P<domain>[^:]*):(?P<range>.+?):\w+:[^:]*:\w+:[^:]*:(?:none:none|\w+:(?P=range))$")
 
 
 @lru_cache(maxsize=1024)
@@ -106,12 +111,16 @@ def nvtx_ranges(text: str) -> str | None:
     """Turn ncu's NVTX column text into ``outer/inner`` range names (None outside ranges).
 
     The text looks like ``1662  "<default domain>:copies:none:none:none:none:none:none" ``:
-    a thread id, then one quoted ``domain:range:payload...`` entry per open range.
+    a thread id, then one quoted ``domain:range:payload...`` entry per open range, the
+    ranges of every domain in turn.
     """
     names = []
     for entry in _NVTX_ENTRY.findall(text or ""):
-        head = entry.rsplit(":", 6)[0]  # drop the 6 payload/colour/message fields
-        _, _, rng = head.partition(":")
+        match = _NVTX_FIELDS.match(entry)
+        if match:
+            rng = match["range"]
+        else:  # a message unlike the range name: take the fields before the last six
+            _, _, rng = entry.rsplit(":", 6)[0].partition(":")
         if rng:
             names.append(rng)
     return "/".join(names) if names else None

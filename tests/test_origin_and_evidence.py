@@ -1,0 +1,92 @@
+"""Whose kernel it is, and ncu's rule messages as evidence, on real captures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ncu_advisor import analyze, read_report
+from ncu_advisor.cli import main
+from ncu_advisor.derive.ncu_evidence import ncu_rule_category, ncu_rule_quantities
+from ncu_advisor.derive.origin import origin_table
+
+ROOT = Path(__file__).resolve().parent.parent
+FOREIGN = ROOT / "sample_reports" / "foreign"
+LINEINFO = ROOT / "sample_reports" / "demos_lineinfo"
+
+
+@pytest.fixture(scope="module")
+def torch_details():
+    return read_report(FOREIGN / "torch_ops.details.csv.gz")
+
+
+def test_origins_of_the_pytorch_step(torch_details):
+    table = origin_table()
+    got = [table.classify(n).id for n in torch_details.launches["name"]]
+    assert got[0] == "cublas" and got[1] == "cublas"  # sm80_xmma_gemm, nvjet
+    assert got[2:8] == ["pytorch"] * 6
+    assert got[8:13] == ["cudnn"] * 5  # SDPA, layout conversions, convolutions
+    assert set(got[15:23]) == {"cub"}
+    assert table.role(torch_details.launches["name"][0]) == "matmul"
+    assert table.classify("colsum_strided_kernel").id == "user"
+
+
+def test_user_origins_file_is_tried_first(tmp_path):
+    extra = tmp_path / "mine.toml"
+    extra.write_text('[[origin]]\nid = "mylib"\nlabel = "MyLib"\npatterns = ["^colsum_"]\n')
+    assert origin_table(str(extra)).classify("colsum_strided_kernel").label == "MyLib"
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[origin]]\nid = "x"\npatterns = ["("]\n')
+    code = main(["analyze", str(FOREIGN / "triton_kernels.details.csv"), "--origins", str(bad)])
+    assert code == 2
+
+
+def test_rule_messages_state_the_numbers(torch_details):
+    stated = ncu_rule_quantities(torch_details.ncu_rules, torch_details.launches["launch"],
+                                 torch_details.metrics)
+    # x.t().contiguous() and the strided view: 4 of 32 bytes per load sector, 78% excess.
+    assert stated.loc[23, "global_ld_bytes_per_sector"] == 4.0
+    assert stated.loc[24, "l2_excess_sectors_pct"] == 78.0
+    assert stated.loc[0, "fma_pipe_pct"] == 76.4  # the FP32 GEMM's busiest pipe
+    # Source Counters collected and no uncoalesced message: no excess at all.
+    assert stated.loc[25, "l2_excess_sectors_pct"] == 0.0
+    assert ncu_rule_category("MemoryCacheAccessPattern", "for local loads from L1TEX") == \
+        "local-memory"
+
+
+def test_library_findings_speak_to_the_caller(torch_details):
+    a = analyze(read_report([FOREIGN / "torch_ops.details.csv.gz",
+                             FOREIGN / "torch_ops.raw.csv.gz"]))
+    by = {(f.launch, f.category): f for f in a.findings if f.launch is not None}
+    gemm = by[(0, "precision")]
+    assert gemm.severity == "high" and "allow_tf32" in gemm.advice and gemm.origin == "cublas"
+    transpose = by[(23, "coalescing")]
+    assert transpose.severity == "high" and "contiguous" in transpose.advice
+    # cuDNN's bf16 convolution: occupancy and conflicts are the library's own design (info);
+    # its small grid becomes caller advice capped at low.
+    conv = {cat: f.severity for (launch, cat), f in by.items() if launch == 12}
+    assert conv["occupancy"] == conv["bank-conflicts"] == "info"
+    assert conv["launch-config"] == "low"
+    chain = [f for f in a.findings if f.rule == "fusion.memory-bound-chain"]
+    assert [f.launch_ids for f in chain] == [[2, 3, 4, 5]]
+    assert chain[0].confidence == "high" and "torch.compile" in chain[0].advice
+
+
+def test_details_page_evidence_is_marked_and_less_sure():
+    a = analyze(read_report(LINEINFO / "coalescing.details.csv"))
+    f = next(f for f in a.findings if f.rule == "coalescing.global-loads")
+    assert f.evidence_source == "ncu-rule" and f.confidence == "medium" and f.severity == "high"
+    both = analyze(read_report([LINEINFO / "coalescing.details.csv",
+                                LINEINFO / "coalescing.raw.csv.gz"]))
+    g = next(f for f in both.findings if f.rule == "coalescing.global-loads")
+    assert g.evidence_source == "both" and g.confidence == "high"
+
+
+def test_ncu_rep_rule_types_match_the_csv_export():
+    def kinds(path):
+        rules = read_report(path).ncu_rules.dropna(subset=["type"])
+        return sorted(zip(rules["rule"], rules["type"], strict=True))
+
+    assert kinds(FOREIGN / "triton_kernels.ncu-rep") == kinds(
+        FOREIGN / "triton_kernels.details.csv")
