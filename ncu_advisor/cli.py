@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import json
 import os
 import re
@@ -332,7 +333,6 @@ def _profile_demo(name: str) -> None:
     from . import demos
     from .analysis import analyze as run_analysis
     from .profile import run_profile
-    from .readers import read_report
     from .render.text import render_text
 
     demos.get_demo(name)
@@ -340,9 +340,26 @@ def _profile_demo(name: str) -> None:
     result = run_profile(sys.executable, ["-m", "ncu_advisor.demos", "once", name],
                          out_dir=out_dir, extra=("--profile-from-start", "off"))
     _warn(result.warnings)
-    report = read_report([result.raw_csv, result.details_csv])
+    report = _read_profiled(result)
     typer.echo(render_text(run_analysis(report).to_dict()))
     typer.echo(f"report kept in {out_dir}", err=True)
+
+
+def _read_profiled(result):
+    """Read what a profiling run produced: its CSV pages, else the .ncu-rep itself.
+
+    A .ncu-rep this ncu-report wheel cannot read (a newer format) is exported as CSV instead.
+    """
+    from .profile import export_csvs
+    from .readers import read_report
+
+    try:
+        return read_report(result.report_files)
+    except NcuAdviseError:
+        if result.raw_csv is not None or result.ncu is None:
+            raise
+    result.raw_csv, result.details_csv = export_csvs(result.ncu, result.rep_path)
+    return read_report(result.report_files)
 
 
 @app.command(
@@ -355,20 +372,27 @@ def profile_cmd(
     program: Annotated[str, typer.Argument(help="The program to profile, then its arguments. "
                                                 "Arguments after a standalone -- go to ncu.")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder for report.html, "
-                                         "report.json, the .ncu-rep and the CSVs.")] = Path(
+                                         "report.json, the .ncu-rep and ncu's log.")] = Path(
         "ncu-advise-report"),
-    section_set: Annotated[str, typer.Option("--set", help="ncu section set.")] = "full",
+    section_set: Annotated[str, typer.Option(
+        "--set", help="What ncu collects: 'advise' (only what ncu-advise reads, a fraction of "
+        "full's replay passes) or an ncu set such as 'full'.")] = "advise",
     kernel_name: Annotated[str | None, typer.Option(
-        "--kernel-name", "-k", help="Only kernels matching this name (ncu -k).")] = None,
+        "--kernel-name", "-k", help="Only kernels matching this name (ncu -k; "
+        "regex:PATTERN for a pattern).")] = None,
     launch_count: Annotated[int | None, typer.Option(
         "--launch-count", "-c", help="Profile at most this many launches (ncu -c).")] = None,
     nvtx: Annotated[bool, typer.Option("--nvtx", help="Record NVTX ranges.")] = False,
+    csv: Annotated[bool, typer.Option(
+        "--csv", help="Also export the raw and details pages as CSV (done anyway when the "
+        ".ncu-rep cannot be read here).")] = False,
     rules: Annotated[list[Path] | None, typer.Option("--rules", help="Extra rule folder.")] = None,
 ) -> None:
     """Profile a program with ncu and write report.html + report.json."""
+    import time
+
     from .analysis import analyze as run_analysis
     from .profile import run_profile
-    from .readers import read_report
     from .render.html import render_html
     from .render.text import render_text
 
@@ -380,21 +404,34 @@ def profile_cmd(
     output.mkdir(parents=True, exist_ok=True)
     result = run_profile(program, args, out_dir=output, section_set=section_set,
                          kernel_name=kernel_name, launch_count=launch_count, nvtx=nvtx,
-                         extra=tuple(extra))
-    # The CSVs that this ncu exported read the same everywhere; the .ncu-rep (kept beside
-    # them) needs the ncu_report module, whose copy inside ncu 2025.3 crashed on the H200 machine.
-    report = read_report([result.raw_csv, result.details_csv])
+                         extra=tuple(extra), export_csv=True if csv else None)
+    timings = dict(result.timings)
+    started = time.monotonic()
+    report = _read_profiled(result)
     report.warnings[:0] = list(result.warnings)
     report.session["ncu_messages"] = list(result.log)  # its notes feed the validity lint
+    timings["read"] = time.monotonic() - started
+    started = time.monotonic()
     analysis = run_analysis(report, rules_dirs=rules, command=[program, *args])
     analysis.extra_session.update(result.session_facts())
     analysis.extra_session["program_exit_code"] = result.program_exit_code
     data = analysis.to_dict(include_metrics=True)
+    timings["analyze"] = time.monotonic() - started
+    started = time.monotonic()
+    html = render_html(data)
+    timings["render"] = time.monotonic() - started
+    data["session"]["timings_s"] = {k: round(v, 3) for k, v in timings.items()}
     write_atomic(output / "report.json", json.dumps(data, indent=2, allow_nan=False) + "\n")
-    write_atomic(output / "report.html", render_html(data))
+    write_atomic(output / "report.html", html)
     typer.echo(render_text(data))
     _warn(report.warnings)
+    own = sum(v for k, v in timings.items() if k != "ncu")
+    passes = f", {max(result.passes)} passes each" if result.passes else ""
+    typer.echo(f"profiled {len(report.launches)} kernel(s) in {timings['ncu']:.1f} s"
+               f"{passes}; export, analysis and report took {own:.1f} s", err=True)
     typer.echo(f"wrote {output / 'report.html'} and {output / 'report.json'}", err=True)
+    if result.interrupted:
+        raise typer.Exit(130)
 
 
 def _register_optional() -> None:
@@ -414,20 +451,63 @@ def _register_optional() -> None:
 
 
 _register_optional()
-COMMANDS = {"analyze", "export", "rules", "demo", "profile", "occupancy", "diff", "ingest",
-            "query", "trend"}
+# Options of `profile` that take a value, so that `ncu-advise -o DIR -c 20 ./app` finds ./app.
+_PROFILE_VALUE_OPTIONS = {"-o", "--output", "--set", "-k", "--kernel-name", "-c",
+                          "--launch-count", "--rules"}
+
+
+def command_names() -> set[str]:
+    """The names of the registered commands (the first word that is not a program)."""
+    return {c.name or c.callback.__name__.replace("_", "-") for c in app.registered_commands
+            if c.callback is not None}
+
+
+def _is_explicit_program(word: str) -> bool:
+    """./app, /usr/bin/app, build/app: a path, never mistaken for a command."""
+    return os.sep in word or bool(os.altsep and os.altsep in word)
+
+
+def route(argv: list[str]) -> list[str]:
+    """Turn the short form into the ``profile`` command, or refuse an unknown first word.
+
+    ``ncu-advise ./app args`` and ``ncu-advise -o DIR -c 20 ./app args`` are ``profile``; a
+    program on PATH is named after ``--`` (``ncu-advise -- python3 train.py``) or with the
+    command (``ncu-advise profile python3 train.py``). A first word that is neither a command
+    nor such a program is an unknown command, not a program that happens to share its name.
+
+    Raises:
+        NcuAdviseError: The first word is not a command, and not explicitly a program.
+
+    """
+    if not argv or argv[0] in ("-h", "--help"):
+        return argv
+    commands = command_names()
+    if argv[0] in commands:
+        return argv
+    i = 0
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
+        i += 2 if argv[i] in _PROFILE_VALUE_OPTIONS else 1
+    if i < len(argv) and argv[i] == "--":
+        return ["profile", *argv]  # what follows -- is the program, whatever its name
+    if i >= len(argv) or _is_explicit_program(argv[i]):
+        return ["profile", *argv]  # no program: profile's own usage error says so
+    word = argv[i]
+    close = difflib.get_close_matches(word, sorted(commands), n=1, cutoff=0.6)
+    hint = f"did you mean '{close[0]}'? " if close else ""
+    spelled = f"./{word}" if Path(word).exists() else f"-- {word}"
+    raise NcuAdviseError(
+        f"unknown command '{word}'; {hint}commands: {', '.join(sorted(commands))}; to profile "
+        f"a program give its path or put -- before it: ncu-advise {spelled} ...")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ncu-advise`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    # `ncu-advise ./app args` is `ncu-advise profile ./app args`.
-    if argv and argv[0] not in COMMANDS and not argv[0].startswith("-"):
-        if not (Path(argv[0]).exists() or shutil.which(argv[0])):
-            typer.echo(f"ncu-advise: error: {argv[0]!r} is neither a command "
-                       f"({', '.join(sorted(COMMANDS))}) nor a program to profile", err=True)
-            return 2
-        argv = ["profile", *argv]
+    try:
+        argv = route(argv)
+    except NcuAdviseError as exc:
+        typer.echo(f"ncu-advise: error: {exc}", err=True)
+        return exc.exit_code
     try:
         # Standalone mode: click prints usage errors itself and exits with status 2.
         app(args=argv, prog_name="ncu-advise")

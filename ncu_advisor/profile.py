@@ -1,32 +1,42 @@
-"""Run a program under Nsight Compute and export the report as CSV: the first stage of the flow.
+"""Run a program under Nsight Compute: the first stage of the flow.
 
 ``run_profile("./app", ["--size", "1024"], out_dir="out")`` finds ``ncu``, runs the program under
-it (showing a live line per kernel on stderr and passing the program's own output through to
-stdout), and then exports the ``.ncu-rep`` twice next to it: the raw page (one row per launch)
-and the details page (with ncu's rule rows). :func:`ncu_advisor.readers.read_report` reads all
-three. Every failure raises an :class:`~ncu_advisor.errors.NcuAdviseError` with one line that
-says what happened and how to fix it.
+it with the advisor section set (:mod:`ncu_advisor.collect`: only what the analysis reads), and
+returns the ``.ncu-rep``. ncu's own messages go to a log file (``--log-file``) that is followed
+for the live line (kernels profiled, passes, time left); the program's stdout and stderr stay
+its own, passed through and never parsed. Where the ``.ncu-rep`` cannot be read here (no
+``ncu-report`` wheel), or when asked, the report is also exported as the raw page (one row per
+launch) and the details page (with ncu's rule rows). Ctrl-C stops ncu and the program and keeps
+what was profiled. Every failure raises an :class:`~ncu_advisor.errors.NcuAdviseError` with one
+line that says what happened and how to fix it.
 """
 
 from __future__ import annotations
 
 import csv
 import glob
+import importlib.util
 import os
+import queue
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from rich.console import Console
-from rich.progress import MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from . import collect
 from .errors import NcuNotFoundError, ProfilingError
 
 __all__ = [
@@ -34,6 +44,8 @@ __all__ = [
     "ProfileResult",
     "build_import_command",
     "build_ncu_command",
+    "can_read_ncu_rep",
+    "collection_args",
     "export_csvs",
     "find_ncu",
     "ncu_version",
@@ -83,7 +95,9 @@ _VERSION = re.compile(r"Version\s+(\d+(?:\.\d+)+)")
 _PATH_VERSION = re.compile(r"\d+(?:\.\d+)*")
 # Expected with `--clock-control none`, which this module chooses on purpose.
 _QUIET_WARNINGS = ("Note: Running with unmodified GPU clocks", "No kernels were profiled")
-_RESERVED = ("-o", "--export", "-i", "--import", "--csv")
+_RESERVED = ("-o", "--export", "-i", "--import", "--csv", "--log-file")
+# How long ncu may take to save the report after Ctrl-C before it and the program are killed.
+_INTERRUPT_GRACE_S = 60.0
 _PYTHON = re.compile(r"^python[\d.]*(\.exe)?$", re.IGNORECASE)
 
 
@@ -93,24 +107,30 @@ class ProfileResult:
 
     Attributes:
         rep_path: The ``.ncu-rep`` report ncu wrote.
-        raw_csv: ``<name>.raw.csv``: the raw page, one row per launch, base units.
-        details_csv: ``<name>.details.csv``: the details page with ncu's rule rows, base units.
+        raw_csv: ``<name>.raw.csv``: the raw page, one row per launch, base units (None when
+            the report was not exported: it is read from the ``.ncu-rep`` then).
+        details_csv: ``<name>.details.csv``: the details page with ncu's rule rows, base units
+            (None when not exported).
         command: The ncu command line that was run, as a list.
         ncu_version: ncu's version, e.g. ``"2025.3.1.0"`` (``"unknown"`` if it did not say).
         program_exit_code: The program's exit status (0 on success; ``None`` if unknown).
         warnings: One-line warnings for the user (old ncu, the program failed part way, ...).
-        kernels_profiled: Launches in the report (rows of the raw page).
+        kernels_profiled: Launches in the report.
         log: ncu's own output lines (``==PROF==``, ``==WARNING==``, ``==ERROR==``).
         ncu: The ncu executable that was used.
         section_set: The section set collected (``None`` if none was asked for).
         clock_control: ncu's ``--clock-control`` value for this run.
         cache_control: ncu's ``--cache-control`` value for this run.
+        passes: Replay passes of each profiled kernel, as ncu reported them.
+        interrupted: The run was stopped with Ctrl-C; the report covers what was profiled.
+        timings: Seconds spent: ``ncu`` (the program under ncu), ``export`` (CSV pages).
+        log_path: ncu's own messages (``--log-file``), kept beside the report.
 
     """
 
     rep_path: Path
-    raw_csv: Path
-    details_csv: Path
+    raw_csv: Path | None
+    details_csv: Path | None
     command: list[str]
     ncu_version: str
     program_exit_code: int | None
@@ -118,19 +138,33 @@ class ProfileResult:
     kernels_profiled: int
     log: list[str]
     ncu: Path | None = None
-    section_set: str | None = "full"
+    section_set: str | None = collect.ADVISOR_SET
     clock_control: str = "none"
     cache_control: str = "all"
+    passes: list[int] = field(default_factory=list)
+    interrupted: bool = False
+    timings: dict[str, float] = field(default_factory=dict)
+    log_path: Path | None = None
+
+    @property
+    def report_files(self) -> list[Path]:
+        """The files to read for the analysis: the CSV pages if exported, else the report."""
+        if self.raw_csv is not None and self.details_csv is not None:
+            return [self.raw_csv, self.details_csv]
+        return [self.rep_path]
 
     def session_facts(self) -> dict[str, object]:
         """Facts about this run for ``Report.session`` (the report shows how data was taken)."""
-        return {
+        facts: dict[str, object] = {
             "ncu_version": self.ncu_version,
             "section_set": self.section_set,
             "clock_control": self.clock_control,
             "cache_control": self.cache_control,
             "ncu_command": shlex.join(self.command),
         }
+        if self.passes:
+            facts["passes_per_kernel"] = max(self.passes)
+        return facts
 
 
 # --------------------------------------------------------------------------- finding ncu
@@ -258,33 +292,67 @@ def _has_option(args: Sequence[str], *names: str) -> bool:
     return any(a == n or a.startswith(n + "=") for a in args for n in names)
 
 
+def can_read_ncu_rep() -> bool:
+    """Whether NVIDIA's ``ncu-report`` wheel is installed, so a ``.ncu-rep`` is read directly.
+
+    The copy inside an Nsight Compute install is not used here: ncu 2025.3's crashed the Python
+    process on the H200 machine, and a crash would lose the profiling run.
+    """
+    return importlib.util.find_spec("ncu_report") is not None
+
+
+def collection_args(
+    ncu: str | os.PathLike[str], section_set: str | None
+) -> tuple[list[str], list[str]]:
+    """Return the ncu options that collect a section set, and warnings about them.
+
+    Args:
+        ncu: The ncu executable.
+        section_set: ``"advise"`` (:mod:`ncu_advisor.collect`), another ncu set such as
+            ``"full"``, or None for none (ncu's default set).
+
+    Returns:
+        ``(args, warnings)``.
+
+    """
+    if not section_set:
+        return [], []
+    if section_set == collect.ADVISOR_SET:
+        return collect.advisor_ncu_args(ncu)
+    return ["--set", section_set], []
+
+
 def build_ncu_command(
     ncu: str | os.PathLike[str],
     program: str | os.PathLike[str],
     args: Sequence[str | os.PathLike[str]],
     *,
     rep_path: str | os.PathLike[str],
-    section_set: str | None = "full",
+    section_set: str | None = collect.ADVISOR_SET,
     kernel_name: str | None = None,
     launch_count: int | None = None,
     nvtx: bool = False,
     extra: Sequence[str] = (),
+    log_file: str | os.PathLike[str] | None = None,
 ) -> list[str]:
     """Build the ncu command line that profiles a program into a ``.ncu-rep``.
 
-    The order is: ncu, ``--clock-control none`` (unless ``extra`` sets it), ``--set``, ``-k``,
-    ``-c``, ``--nvtx``, ``extra``, ``-o rep_path -f``, then the program and its arguments.
+    The order is: ncu, ``--clock-control none`` and ``--target-processes all`` (unless ``extra``
+    sets them), the section set, ``-k``, ``-c``, ``--nvtx``, ``extra``, ``--log-file``,
+    ``-o rep_path -f``, then the program and its arguments.
 
     Args:
         ncu: The ncu executable.
         program: The program to profile.
         args: The program's arguments.
         rep_path: Where ncu writes the report (ncu adds ``.ncu-rep`` if missing).
-        section_set: The section set (``--set``); None to pass none. ``extra`` may override it.
+        section_set: ``"advise"`` (what ncu-advise reads), an ncu set (``--set``), or None to
+            pass none. A ``--set`` in ``extra`` replaces it; a ``--section`` adds to it.
         kernel_name: Profile only kernels with this name (``-k``; ``regex:PATTERN`` works).
         launch_count: Profile at most this many launches (``-c``).
         nvtx: Record NVTX ranges (``--nvtx``).
         extra: More ncu options, passed through as given (e.g. ``["--section", "Occupancy"]``).
+        log_file: Where ncu writes its own messages (``--log-file``), apart from the program's.
 
     Returns:
         The command as a list of strings (to run without a shell).
@@ -306,8 +374,12 @@ def build_ncu_command(
     # NCU_NOTES.md's captures all use this.
     if not _has_option(extra, "--clock-control"):
         cmd += ["--clock-control", "none"]
-    if section_set and not _has_option(extra, "--set"):
-        cmd += ["--set", section_set]
+    # Python launchers (torchrun, multiprocessing, DataLoader workers) run kernels in child
+    # processes; ncu's default is the same, said here so the command line shows it.
+    if not _has_option(extra, "--target-processes"):
+        cmd += ["--target-processes", "all"]
+    if not _has_option(extra, "--set"):
+        cmd += collection_args(ncu, section_set)[0]
     if kernel_name:
         cmd += ["-k", kernel_name]
     if launch_count is not None:
@@ -315,6 +387,8 @@ def build_ncu_command(
     if nvtx:
         cmd.append("--nvtx")
     cmd += extra
+    if log_file is not None:
+        cmd += ["--log-file", str(log_file)]
     cmd += ["-o", str(rep_path), "-f"]
     cmd.append(str(program))
     cmd += [str(a) for a in args]
@@ -386,8 +460,26 @@ def export_csvs(ncu: str | os.PathLike[str], rep_path: str | os.PathLike[str]) -
     rep = Path(rep_path)
     raw = rep.with_name(_stem(rep) + ".raw.csv")
     details = rep.with_name(_stem(rep) + ".details.csv")
-    _import(build_import_command(ncu, rep, page="raw"), raw)
-    _import(build_import_command(ncu, rep), details)
+    jobs = [(build_import_command(ncu, rep, page="raw"), raw), (build_import_command(ncu, rep),
+                                                                details)]
+    # The two imports are independent: running them side by side halves the wait.
+    errors: list[ProfilingError] = []
+
+    def run(cmd: list[str], dest: Path) -> None:
+        try:
+            _import(cmd, dest)
+        except ProfilingError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=job, daemon=True) for job in jobs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        for _, dest in jobs:
+            dest.unlink(missing_ok=True)
+        raise errors[0]
     return raw, details
 
 
@@ -453,6 +545,7 @@ class _NcuOutput:
     nothing_profiled: bool = False
     available: list[str] = field(default_factory=list)
     total: int | None = None
+    passes: list[int] = field(default_factory=list)
 
     def add(self, line: str) -> tuple[str, re.Match[str] | None] | None:
         """Record one ncu line; return ``(kind, profiling match)``, or None for program output."""
@@ -477,6 +570,9 @@ class _NcuOutput:
                 self.kernels.append(profiling["name"])
                 if profiling["total"]:
                     self.total = int(profiling["total"])
+                passes = _PASSES.search(profiling["rest"])
+                if passes:
+                    self.passes.append(int(passes.group(1)))
             elif report:
                 self.report = report.group(1).strip()
         elif kind == "ERROR":
@@ -507,17 +603,22 @@ class _NcuOutput:
 
 
 class _Display:
-    """A live line on stderr while ncu runs, and the program's output passed to stdout."""
+    """The live line on stderr while ncu runs, and the program's output passed through.
+
+    The line says which kernel is being profiled, how many are done, their replay passes and,
+    when the number of launches is known (``-c``, or ncu's ``(n/N)``), the time left.
+    """
 
     def __init__(self, enabled: bool, total: int | None) -> None:
         self._progress: Progress | None = None
+        self.total = total
+        self.started = time.monotonic()
+        self.first_kernel_at: float | None = None
         console = Console(stderr=True)
         if enabled and console.is_terminal and not console.is_dumb_terminal:
             self._progress = Progress(
                 SpinnerColumn(),
                 TextColumn("{task.description}"),
-                MofNCompleteColumn(),
-                TextColumn("kernels"),
                 TimeElapsedColumn(),
                 console=console,
                 transient=True,
@@ -525,7 +626,7 @@ class _Display:
                 redirect_stdout=False,
                 redirect_stderr=False,
             )
-            self._task = self._progress.add_task("starting the program under ncu", total=total)
+            self._task = self._progress.add_task("starting the program under ncu", total=None)
         self._stdout_is_terminal = sys.stdout.isatty()
 
     @contextmanager
@@ -537,81 +638,208 @@ class _Display:
         with self._progress:
             yield self
 
-    def program_output(self, line: str) -> None:
-        """Pass one line of the program's output to stdout."""
-        if self._progress is not None and self._stdout_is_terminal:
+    def program_output(self, line: str, stream: IO[str] | None = None) -> None:
+        """Pass one line of the program's output on (its stdout to stdout, stderr to stderr)."""
+        stream = stream or sys.stdout
+        if self._progress is not None and stream.isatty():
             # Same terminal: print above the live line so the two do not overwrite each other.
             self._progress.console.print(Text(line), soft_wrap=True, highlight=False)
         else:
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
+            stream.write(line + "\n")
+            stream.flush()
 
-    def kernel(self, profiling: re.Match[str], done: int, total: int | None) -> None:
-        """Show the kernel being profiled (``done`` kernels finished so far)."""
+    def note(self, text: str) -> None:
+        """Show a message about the run itself (e.g. that Ctrl-C is being handled)."""
+        if self._progress is not None:
+            self._progress.update(self._task, description=text, refresh=True)
+        else:
+            sys.stderr.write(f"ncu-advise: {text}\n")
+            sys.stderr.flush()
+
+    def status(self, out: _NcuOutput, current: re.Match[str] | None = None) -> str:
+        """Return the live line's text for what ncu said so far (kept testable without a tty)."""
+        done = len(out.passes)
+        total = out.total or self.total
+        parts = []
+        if current is not None:
+            name = current["name"]
+            name = name if len(name) <= 50 else name[:47] + "..."
+            kernel = f"kernel {current['id']}: {name}" if current["id"] else name
+            percents = _PERCENT.findall(current["rest"])
+            parts.append(f"profiling {kernel}" + (f" {percents[-1]}%" if percents else ""))
+        else:
+            parts.append("running the program under ncu")
+        if done:
+            passes = sorted(set(out.passes))
+            each = (f"{passes[0]}" if len(passes) == 1 else f"{passes[0]}-{passes[-1]}")
+            parts.append(f"{done}{'/' + str(total) if total else ''} kernels done, "
+                         f"{each} passes each")
+            if self.first_kernel_at is not None:
+                per_kernel = (time.monotonic() - self.first_kernel_at) / done
+                parts.append(f"{per_kernel:.1f} s/kernel")
+                if total and total > done:
+                    parts.append(f"about {_duration(per_kernel * (total - done))} left")
+        return " | ".join(parts)
+
+    def kernel(self, out: _NcuOutput, current: re.Match[str] | None) -> None:
+        """Update the live line after a line (or a partial line) of ncu's progress."""
+        if current is not None and self.first_kernel_at is None:
+            self.first_kernel_at = time.monotonic()
         if self._progress is None:
             return
-        name = profiling["name"]
-        name = name if len(name) <= 60 else name[:57] + "..."
-        kernel = f"kernel {profiling['id']}: {name}" if profiling["id"] else name
-        passes = _PASSES.search(profiling["rest"])
-        if passes:
-            what = f"profiled {kernel} ({passes.group(1)} passes)"
-        else:
-            percents = _PERCENT.findall(profiling["rest"])
-            what = f"profiling {kernel}" + (f" {percents[-1]}%" if percents else "")
-        self._progress.update(
-            self._task, description=what, completed=done, total=total, refresh=True
-        )
+        self._progress.update(self._task, description=self.status(out, current), refresh=True)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def _split_ncu_messages(line: str) -> list[str]:
     return [part for part in _EMBEDDED_NCU.split(line) if part] or [line]
 
 
-def _run_ncu(cmd: list[str], display: _Display, total: int | None) -> tuple[int, _NcuOutput]:
-    """Run ncu, reading its merged output as it comes; return its exit status and output."""
-    out = _NcuOutput(total=total)
+def _pump(pipe: IO[bytes], stream: IO[str], lines: queue.Queue) -> None:
+    """Move the program's output lines from a pipe to the queue (in a thread)."""
+    with pipe:
+        for raw in iter(pipe.readline, b""):
+            lines.put((stream, raw.rstrip(b"\n").rstrip(b"\r").decode(errors="replace")))
+    lines.put((stream, None))
 
-    def on_line(raw: str) -> None:
-        for line in _split_ncu_messages(raw.rstrip("\r")):
-            seen = out.add(line)
-            if seen is None:
-                display.program_output(line)
-            elif seen[1] is not None:
-                display.kernel(seen[1], len(out.kernels), out.total)
 
+class _LogFollower:
+    """Follow ncu's log file as it grows: whole lines to the output, the partial one aside."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fh: IO[bytes] | None = None
+        self._pending = b""
+
+    def poll(self) -> tuple[list[str], str]:
+        """Return the new complete lines and the current partial line."""
+        if self._fh is None:
+            try:
+                self._fh = self.path.open("rb")
+            except OSError:  # ncu has not created it yet
+                return [], ""
+        chunk = self._fh.read()
+        if not chunk:
+            return [], self._pending.decode(errors="replace")
+        *complete, self._pending = (self._pending + chunk).split(b"\n")
+        lines = [c.rstrip(b"\r").decode(errors="replace") for c in complete]
+        return lines, self._pending.decode(errors="replace")
+
+    def close(self) -> list[str]:
+        """Return what is left (a last line without a newline) and close the file."""
+        lines, partial = self.poll()
+        if self._fh is not None:
+            self._fh.close()
+        return lines + ([partial] if partial.strip() else [])
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    """Send a signal to ncu and everything it started (the program, its children)."""
     try:
-        # The program inherits ncu's stdout and stderr, so both reach this one pipe.
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if os.name == "posix":
+            os.killpg(proc.pid, sig)
+        elif sig == signal.SIGINT:
+            proc.terminate()
+        else:
+            proc.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _run_ncu(
+    cmd: list[str], log_path: Path, display: _Display
+) -> tuple[int, _NcuOutput, bool]:
+    """Run ncu; show its progress and pass the program's output through.
+
+    Returns:
+        ncu's exit status, what it said, and whether the run was interrupted (Ctrl-C).
+
+    """
+    out = _NcuOutput(total=display.total)
+    follower = _LogFollower(log_path)
+
+    def on_ncu_line(raw: str) -> None:
+        for line in _split_ncu_messages(raw):
+            seen = out.add(line)
+            if seen is not None and seen[1] is not None:
+                display.kernel(out, seen[1])
+
+    kwargs: dict = {}
+    if os.name == "posix":
+        # Its own process group: Ctrl-C reaches ncu-advise alone, which then stops ncu (and
+        # through ncu the program) once, so that ncu can save what it profiled.
+        kwargs["process_group"] = 0
+    # A process outside the terminal's foreground group that reads the terminal is stopped;
+    # a program fed through a pipe or a file keeps its input.
+    stdin = subprocess.DEVNULL if sys.stdin is not None and sys.stdin.isatty() else None
+    try:
+        proc = subprocess.Popen(cmd, stdin=stdin, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, **kwargs)
     except OSError as exc:
         raise NcuNotFoundError(f"cannot run {cmd[0]}: {exc.strerror or exc}; {_FIX}") from None
-    assert proc.stdout is not None
-    pending = b""
+    assert proc.stdout is not None and proc.stderr is not None
+    lines: queue.Queue = queue.Queue()
+    pumps = [threading.Thread(target=_pump, args=(proc.stdout, sys.stdout, lines), daemon=True),
+             threading.Thread(target=_pump, args=(proc.stderr, sys.stderr, lines), daemon=True)]
+    for pump in pumps:
+        pump.start()
+    open_pipes = len(pumps)
+
+    def step(timeout: float) -> None:
+        nonlocal open_pipes
+        try:
+            stream, line = lines.get(timeout=timeout)
+            while True:
+                if line is None:
+                    open_pipes -= 1
+                else:
+                    display.program_output(line, stream)
+                stream, line = lines.get_nowait()
+        except queue.Empty:
+            pass
+        complete, partial = follower.poll()
+        for line in complete:
+            on_ncu_line(line)
+        started = _NCU_LINE.match(partial)
+        if started and started.group(1) == "PROF":
+            current = _PROFILING.match(started.group(2))
+            if current:
+                display.kernel(out, current)
+
+    def until_exit(deadline: float | None) -> bool:
+        """Run until ncu has exited and its pipes are drained; False if the deadline passed."""
+        while proc.poll() is None or open_pipes > 0:
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            step(0.1)
+        return True
+
+    interrupted = False
     try:
         with display.shown():
-            # read1 returns what is there, so a kernel's progress dots show before its line ends.
-            while chunk := proc.stdout.read1(65536):
-                *lines, pending = (pending + chunk).split(b"\n")
-                for line in lines:
-                    on_line(line.decode(errors="replace"))
-                partial = _NCU_LINE.match(pending.decode(errors="replace"))
-                if partial and partial.group(1) == "PROF":
-                    started = _PROFILING.match(partial.group(2))
-                    if started:
-                        display.kernel(started, len(out.kernels), out.total)
-            if pending:
-                on_line(pending.decode(errors="replace"))
-            returncode = proc.wait()
-    finally:
-        if proc.poll() is None:  # interrupted (Ctrl-C) or failed while reading
-            proc.terminate()
             try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+                until_exit(None)
+            except KeyboardInterrupt:
+                interrupted = True
+                display.note("Ctrl-C: stopping ncu and the program, keeping what was profiled "
+                             "(Ctrl-C again to kill them)")
+                _signal_group(proc, signal.SIGINT)
+                try:
+                    if not until_exit(time.monotonic() + _INTERRUPT_GRACE_S):
+                        _signal_group(proc, signal.SIGKILL)
+                except KeyboardInterrupt:
+                    _signal_group(proc, signal.SIGKILL)
                 proc.wait()
-        proc.stdout.close()
-    return returncode, out
+            for line in follower.close():
+                on_ncu_line(line)
+    finally:
+        if proc.poll() is None:  # failed while reading: leave nothing running
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait()
+    return proc.returncode, out, interrupted
 
 
 def _nothing_profiled(
@@ -639,34 +867,39 @@ def run_profile(
     *,
     out_dir: str | os.PathLike[str] = ".",
     name: str | None = None,
-    section_set: str | None = "full",
+    section_set: str | None = collect.ADVISOR_SET,
     kernel_name: str | None = None,
     launch_count: int | None = None,
     nvtx: bool = False,
     extra: Sequence[str] = (),
     progress: bool = True,
     ncu: str | os.PathLike[str] | None = None,
+    export_csv: bool | None = None,
 ) -> ProfileResult:
-    """Profile a program under ncu and export the report as CSV.
+    """Profile a program under ncu.
 
-    Writes ``<out_dir>/<name>.ncu-rep``, ``<name>.raw.csv`` and ``<name>.details.csv``
-    (``name`` defaults to the program's name, or the script's for ``python3 script.py``).
+    Writes ``<out_dir>/<name>.ncu-rep`` and ``<name>.ncu.log`` (ncu's own messages), and, when
+    exported, ``<name>.raw.csv`` and ``<name>.details.csv`` (``name`` defaults to the
+    program's name, or the script's for ``python3 script.py``).
 
     Args:
         program: The program to run, a path or a command on PATH (e.g. ``python3``).
         args: Its arguments.
         out_dir: The folder for the report and the CSV files (created if missing).
         name: The base name of the files.
-        section_set: The ncu section set (``--set``), ``"full"`` by default.
+        section_set: ``"advise"`` (default: what ncu-advise reads), or an ncu set (``"full"``).
         kernel_name: Profile only kernels with this name (``-k``).
         launch_count: Profile at most this many launches (``-c``).
         nvtx: Record NVTX ranges (``--nvtx``).
         extra: More ncu options, passed through (``--clock-control`` here replaces the default).
         progress: Show a live line on stderr (only when stderr is a terminal).
         ncu: The ncu executable; found with :func:`find_ncu` when None.
+        export_csv: Export the raw and details pages as CSV; None (default) does so only when
+            the ``.ncu-rep`` cannot be read here (:func:`can_read_ncu_rep`).
 
     Returns:
-        The files written and what the run reported.
+        The files written and what the run reported. After Ctrl-C, what was profiled before
+        it, with ``interrupted`` set.
 
     Raises:
         NcuNotFoundError: ncu cannot be found or run.
@@ -680,6 +913,8 @@ def run_profile(
     program_arg = _resolve_program(str(program))
     args = [str(a) for a in args]
     extra = [str(e) for e in extra]
+    if export_csv is None:
+        export_csv = not can_read_ncu_rep()
 
     out = Path(out_dir)
     try:
@@ -687,16 +922,22 @@ def run_profile(
     except OSError as exc:
         raise ProfilingError(f"cannot create {out}: {exc.strerror or exc}") from None
     rep = out / f"{name or _default_name(str(program), args)}.ncu-rep"
+    log_path = rep.with_name(_stem(rep) + ".ncu.log")
     # ncu writes no report when nothing is profiled: a stale one must not pass for this run's.
-    for stale in (rep, rep.with_name(_stem(rep) + ".raw.csv"),
+    for stale in (rep, log_path, rep.with_name(_stem(rep) + ".raw.csv"),
                   rep.with_name(_stem(rep) + ".details.csv")):
         stale.unlink(missing_ok=True)
 
+    if not _has_option(extra, "--set"):
+        warnings += collection_args(ncu_path, section_set)[1]
     cmd = build_ncu_command(
         ncu_path, program_arg, args, rep_path=rep, section_set=section_set,
         kernel_name=kernel_name, launch_count=launch_count, nvtx=nvtx, extra=extra,
+        log_file=log_path,
     )
-    returncode, output = _run_ncu(cmd, _Display(progress, launch_count), launch_count)
+    started = time.monotonic()
+    returncode, output, interrupted = _run_ncu(cmd, log_path, _Display(progress, launch_count))
+    timings = {"ncu": time.monotonic() - started}
 
     if output.permission_denied:
         raise ProfilingError(_PERM_MESSAGE)
@@ -706,6 +947,9 @@ def run_profile(
     if app_exit is None and returncode == 0:
         app_exit = 0
     if not rep.is_file():
+        if interrupted:
+            raise ProfilingError(
+                f"interrupted (Ctrl-C) after {len(output.passes)} kernel(s); ncu saved no report")
         if output.errors:  # e.g. "Unknown Error on device 0": more telling than "nothing"
             raise ProfilingError(f"ncu failed (exit status {returncode}): {output.errors[0]}")
         if output.nothing_profiled or not output.kernels:
@@ -715,16 +959,26 @@ def run_profile(
             f"{'; ' + output.log[-1] if output.log else ''})"
         )
 
-    raw_csv, details_csv = export_csvs(ncu_path, rep)
-    kernels = _count_launches(raw_csv)
-    if kernels == 0:
-        raise ProfilingError(_nothing_profiled(kernel_name, extra, app_exit, output.available))
+    raw_csv = details_csv = None
+    kernels = len(output.passes) or len(output.kernels)
+    if export_csv:
+        started = time.monotonic()
+        raw_csv, details_csv = export_csvs(ncu_path, rep)
+        timings["export"] = time.monotonic() - started
+        kernels = _count_launches(raw_csv)
+        if kernels == 0 and not interrupted:
+            raise ProfilingError(_nothing_profiled(kernel_name, extra, app_exit,
+                                                  output.available))
     warnings += output.warnings
     warnings += [f"ncu: {e}" for e in output.errors]
-    if app_exit:
+    plural = "s" if kernels != 1 else ""
+    if interrupted:
+        warnings.append(f"interrupted (Ctrl-C): the report covers the {kernels} kernel{plural} "
+                        "profiled before that")
+    elif app_exit:
         warnings.append(
             f"the program exited with status {app_exit}; the report covers the {kernels} "
-            f"kernel{'s' if kernels != 1 else ''} profiled before that"
+            f"kernel{plural} profiled before that"
         )
     elif returncode != 0:
         warnings.append(f"ncu exited with status {returncode}; the report may be incomplete")
@@ -743,4 +997,8 @@ def run_profile(
         section_set=_option_value(extra, "--set") or section_set,
         clock_control=_option_value(extra, "--clock-control") or "none",
         cache_control=_option_value(extra, "--cache-control") or "all",
+        passes=list(output.passes),
+        interrupted=interrupted,
+        timings=timings,
+        log_path=log_path,
     )

@@ -92,7 +92,7 @@ def test_html_output_is_written_atomically_and_escaped(tmp_path, capsys):
     (["analyze", str(ROOT / "pyproject.toml")], "not an Nsight Compute CSV export"),
     (["rules", "no.such-rule"], "no rule 'no.such-rule'"),
     (["demo", "no-such-demo"], "unknown demo"),
-    (["analyse", "x"], "neither a command"),
+    (["analyse", "x"], "unknown command 'analyse'; did you mean 'analyze'?"),
     (["analyze", str(FORMS / "forms_app.ncu-rep"), "--rules", "/no/such/dir"],
      "rules folder does not exist"),
 ])

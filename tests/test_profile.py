@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ncu_advisor import profile
+from ncu_advisor import collect, profile
 from ncu_advisor.errors import NcuAdviseError, NcuNotFoundError, ProfilingError
 from ncu_advisor.profile import (
     ProfileResult,
@@ -60,10 +60,21 @@ def one_line(exc: pytest.ExceptionInfo[BaseException]) -> str:
 
 
 def test_command_order_and_defaults():
-    cmd = build_ncu_command("/x/ncu", "./app", ["--n", "5"], rep_path="out/app.ncu-rep")
-    assert cmd == ["/x/ncu", "--clock-control", "none", "--set", "full",
-                   "-o", "out/app.ncu-rep", "-f", "./app", "--n", "5"]
+    cmd = build_ncu_command("/x/ncu", "./app", ["--n", "5"], rep_path="out/app.ncu-rep",
+                            section_set="full")
+    assert cmd == ["/x/ncu", "--clock-control", "none", "--target-processes", "all",
+                   "--set", "full", "-o", "out/app.ncu-rep", "-f", "./app", "--n", "5"]
     assert all(isinstance(part, str) for part in cmd)
+
+
+def test_default_set_is_the_advisor_set(tmp_path):
+    # /x/ncu has no stock sections next to it: only ours is collected.
+    cmd = build_ncu_command("/x/ncu", "./app", [], rep_path="r", log_file=tmp_path / "l")
+    folder = str(collect.section_folder())
+    assert cmd[:5] == ["/x/ncu", "--clock-control", "none", "--target-processes", "all"]
+    assert cmd[5:9] == ["--section-folder", folder, "--section", "NcuAdvise"]
+    assert "--set" not in cmd
+    assert cmd[-6:] == ["--log-file", str(tmp_path / "l"), "-o", "r", "-f", "./app"]
 
 
 def test_command_filters_and_extra_pass_through():
@@ -72,7 +83,8 @@ def test_command_filters_and_extra_pass_through():
         section_set="detailed", kernel_name="regex:softmax", launch_count=12, nvtx=True,
         extra=["--section", "Occupancy", "--cache-control", "none"],
     )
-    assert cmd == ["/x/ncu", "--clock-control", "none", "--set", "detailed",
+    assert cmd == ["/x/ncu", "--clock-control", "none", "--target-processes", "all",
+                   "--set", "detailed",
                    "-k", "regex:softmax", "-c", "12", "--nvtx",
                    "--section", "Occupancy", "--cache-control", "none",
                    "-o", "r", "-f", "python3", "train.py", "-c", "1; rm -rf /"]
@@ -205,7 +217,7 @@ def test_version_unknown_and_failing(tmp_path):
 def test_success(tmp_path, capfd):
     out = tmp_path / "reports"
     result = run_profile(*_split(app("print('hello from the app')")), out_dir=out, name="forms",
-                         progress=False)
+                         progress=False, export_csv=True, section_set="full")
     assert isinstance(result, ProfileResult)
     assert result.rep_path == out / "forms.ncu-rep"
     assert result.raw_csv == out / "forms.raw.csv"
@@ -218,7 +230,10 @@ def test_success(tmp_path, capfd):
     assert (result.section_set, result.clock_control) == ("full", "none")
     assert result.warnings == []
     assert sum(line.startswith('==PROF== Profiling "') for line in result.log) == 9
-    assert result.command[:5] == [str(FAKE_NCU), "--clock-control", "none", "--set", "full"]
+    assert result.command[:7] == [str(FAKE_NCU), "--clock-control", "none",
+                                  "--target-processes", "all", "--set", "full"]
+    assert result.passes == [38] * 9
+    assert result.log_path.read_text().count("==PROF== Profiling") == 9
     assert result.command[-3:] == [PY, "-c", "print('hello from the app')"]
     facts = result.session_facts()
     assert facts["ncu_version"] == "2025.3.1.0" and facts["clock_control"] == "none"
@@ -230,14 +245,17 @@ def test_success(tmp_path, capfd):
     calls = ncu_calls(tmp_path)
     assert calls[0] == ["--version"]
     assert calls[1] == result.command[1:]
-    assert calls[2] == build_import_command("ncu", result.rep_path, page="raw")[1:]
-    assert calls[3] == build_import_command("ncu", result.rep_path)[1:]
+    # The two exports run side by side: either may log first.
+    assert sorted(calls[2:]) == sorted([build_import_command("ncu", result.rep_path,
+                                                             page="raw")[1:],
+                                        build_import_command("ncu", result.rep_path)[1:]])
 
 
 def test_results_are_readable(tmp_path):
     from ncu_advisor.readers import read_report
 
-    result = run_profile(PY, ["-c", "pass"], out_dir=tmp_path, progress=False)
+    result = run_profile(PY, ["-c", "pass"], out_dir=tmp_path, progress=False, export_csv=True)
+    assert result.report_files == [result.raw_csv, result.details_csv]
     assert len(read_report(result.raw_csv).launches) == result.kernels_profiled
     assert len(read_report(result.details_csv).launches) == result.kernels_profiled
 
@@ -261,13 +279,14 @@ def test_default_names(tmp_path):
 
 def test_filters_reach_ncu(tmp_path):
     result = run_profile(PY, ["-c", "pass"], out_dir=tmp_path, kernel_name="saxpy",
-                         launch_count=2, nvtx=True, progress=False)
+                         launch_count=2, nvtx=True, progress=False, export_csv=True)
     profiled = [line for line in result.log if line.startswith("==PROF== Profiling")]
     assert profiled == [  # as ncu 2025.3 prints them under -k: no launch ID, no (n/N)
         '==PROF== Profiling "saxpy": 0%....50%....100% - 38 passes',
         '==PROF== Profiling "saxpy": 0%....50%....100% - 38 passes',
     ]
-    assert ["-k", "saxpy", "-c", "2", "--nvtx"] == result.command[5:10]
+    cut = result.command.index("-k")
+    assert ["-k", "saxpy", "-c", "2", "--nvtx"] == result.command[cut:cut + 5]
     # ncu refuses --nvtx on import; the NVTX columns come without it.
     assert all("--nvtx" not in call for call in ncu_calls(tmp_path)[2:])
 
@@ -321,7 +340,7 @@ def test_kernel_filter_matching_nothing(tmp_path, capfd):
 
 def test_program_failing_after_some_kernels(monkeypatch, tmp_path):
     monkeypatch.setenv("FAKE_NCU_MODE", "appfail")
-    result = run_profile(PY, ["-c", "pass"], out_dir=tmp_path, progress=False)
+    result = run_profile(PY, ["-c", "pass"], out_dir=tmp_path, progress=False, export_csv=True)
     assert result.program_exit_code == 3
     assert result.rep_path.is_file() and result.raw_csv.is_file()
     # The fake's report is always the 9-launch capture, though it announced 4.
@@ -366,11 +385,11 @@ def test_live_progress_on_a_terminal(monkeypatch, tmp_path, capfd):
     monkeypatch.setenv("FORCE_COLOR", "1")
     monkeypatch.setenv("FAKE_NCU_DELAY", "0.01")
     result = run_profile(PY, ["-c", "print('app line')"], out_dir=tmp_path, launch_count=3)
-    assert result.kernels_profiled == 9
+    assert result.kernels_profiled == 3 and result.passes == [38, 38, 38]
     captured = capfd.readouterr()
     assert "app line" in captured.out
     assert "profiling kernel 0: copy_coalesced" in captured.err
-    assert "profiled kernel 2: scale_vec (38 passes)" in captured.err
+    assert "3/3 kernels done, 38 passes each" in captured.err
 
 
 def test_no_progress_when_not_a_terminal(tmp_path, capfd):

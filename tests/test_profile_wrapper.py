@@ -1,0 +1,320 @@
+"""The profiling wrapper as issue 13 asks: the advisor set, the short form, unknown commands,
+progress, Ctrl-C, multi-process and -k, against tests/fake_ncu/ncu (a test double, no GPU)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import signal
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from ncu_advisor import collect
+from ncu_advisor.cli import main, route
+from ncu_advisor.derive.quantities import BY_NAME, QUANTITIES, known, metrics_of
+from ncu_advisor.profile import _Display, _NcuOutput, build_ncu_command, run_profile
+from ncu_advisor.rules_engine.loader import load_rules
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE_NCU = Path(__file__).parent / "fake_ncu" / "ncu"
+PY = sys.executable
+METRIC = re.compile(r"^[a-z][a-z0-9]*__[a-z0-9_]+(\.[a-z0-9_]+)*$")
+
+
+@pytest.fixture(autouse=True)
+def fake_ncu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    for var in ("FAKE_NCU_MODE", "FAKE_NCU_VERSION", "FAKE_NCU_DELAY", "FAKE_NCU_PASSES",
+                "FORCE_COLOR", "NCU_ADVISE_SECTIONS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NCU", str(FAKE_NCU))
+    monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu_calls.jsonl"))
+    return FAKE_NCU
+
+
+def ncu_calls(tmp_path: Path) -> list[list[str]]:
+    lines = (tmp_path / "ncu_calls.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]
+
+
+# --------------------------------------------------------------------------- the advisor set
+
+
+def test_committed_section_file_is_current():
+    shipped = collect.section_folder() / f"{collect.ADVISOR_SECTION}.section"
+    assert shipped.read_text() == collect.section_text(), (
+        "run: python -m ncu_advisor.collect --write")
+
+
+def test_every_rule_input_is_collected():
+    collected = set(collect.advisor_metrics())
+    for rule in load_rules(None):
+        names = set(rule.requires) | set(getattr(rule, "evidence", []) or [])
+        for name in names:
+            assert known(name), (rule.id, name)
+            if name in BY_NAME and not BY_NAME[name].sources:
+                continue  # stated by ncu's rule messages only (a details-page fallback)
+            assert set(metrics_of(name)) <= collected | set(collect.NOT_COLLECTED), (rule.id,
+                                                                                      name)
+
+
+def test_every_quantity_source_is_collected():
+    collected = set(collect.advisor_metrics()) | set(collect.NOT_COLLECTED)
+    for quantity in QUANTITIES:
+        for source in quantity.sources:
+            assert set(source.metrics) <= collected, quantity.name
+
+
+def _metric_literals(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    return {node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and METRIC.match(node.value)}
+
+
+def test_every_metric_named_in_the_code_is_collected_or_excused():
+    """A module that starts reading a metric must add it to the set (collect.metric_readers)."""
+    collected = set(collect.advisor_metrics()) | set(collect.NOT_COLLECTED)
+    missing = {}
+    for path in (ROOT / "ncu_advisor").rglob("*.py"):
+        if path.name in ("collect.py", "demos.py"):
+            continue
+        names = _metric_literals(path) - collected
+        # Prefixes and f-string pieces are not metrics of their own.
+        names = {n for n in names if not n.endswith("_")}
+        if names:
+            missing[str(path.relative_to(ROOT))] = sorted(names)
+    assert missing == {}
+
+
+def test_derived_metrics_are_defined_from_collected_ones():
+    text = collect.section_text()
+    metrics = set(collect.advisor_metrics())
+    for name, (expression, _) in collect.DERIVED.items():
+        if name in metrics:
+            assert f'Name: "{name}"\n    Expression: "{expression}"' in text
+            assert set(collect._operands(expression)) <= metrics
+
+
+def test_section_file_shape():
+    text = collect.section_text()
+    assert 'Identifier: "NcuAdvise"' in text and 'Identifier: "advise"' in text
+    metrics_block = text.split("\nMetricDefinitions {")[0]
+    names = re.findall(r'^    Name: "([^"]+)"$', metrics_block, flags=re.M)
+    assert len(names) == len(set(names))
+    assert set(collect.advisor_metrics()) <= set(names)
+    assert text.count("{") == text.count("}")
+    # A third of full's ~2,200 metrics would already be generous.
+    assert 80 <= len(collect.advisor_metrics()) <= 200
+
+
+def test_stock_section_folder_is_found_next_to_ncu(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    install = tmp_path / "opt" / "nsight-compute" / "2025.3.1"
+    (install / "sections").mkdir(parents=True)
+    (install / "sections" / "SpeedOfLight.section").write_text("Identifier: \"x\"\n")
+    ncu = install / "ncu"
+    ncu.write_text("#!/bin/sh\n")
+    ncu.chmod(0o755)
+    link = tmp_path / "bin" / "ncu"
+    link.parent.mkdir()
+    link.symlink_to(ncu)
+    assert collect.stock_section_folder(link) == install / "sections"
+    args, warnings = collect.advisor_ncu_args(link)
+    assert args[:4] == ["--section-folder", str(install / "sections"), "--section-folder",
+                        str(collect.section_folder())]
+    assert args[4:6] == ["--section", "NcuAdvise"]
+    assert [args[i + 1] for i in range(6, len(args), 2)] == list(collect.RULE_SECTIONS)
+    assert warnings == []
+
+
+def test_stock_folder_of_a_cuda_toolkit_launcher_script(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    cuda = tmp_path / "cuda-13.0"
+    (cuda / "nsight-compute-2025.3.1" / "sections").mkdir(parents=True)
+    (cuda / "nsight-compute-2025.3.1" / "sections" / "Occupancy.section").write_text("x")
+    (cuda / "bin").mkdir()
+    (cuda / "bin" / "ncu").write_text("#!/bin/sh\nexec \"$(dirname $0)/../nsight-compute-2025.3.1"
+                                      "/ncu\" \"$@\"\n")
+    assert collect.stock_section_folder(cuda / "bin" / "ncu") == (
+        cuda / "nsight-compute-2025.3.1" / "sections")
+
+
+def test_without_stock_sections_only_ours_with_a_warning(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    args, warnings = collect.advisor_ncu_args(tmp_path / "nowhere" / "ncu")
+    assert args == ["--section-folder", str(collect.section_folder()), "--section", "NcuAdvise"]
+    assert len(warnings) == 1 and "--set full" in warnings[0]
+
+
+def test_section_folder_override(monkeypatch, tmp_path):
+    monkeypatch.setenv("NCU_ADVISE_SECTIONS", str(tmp_path))
+    assert collect.section_folder() == tmp_path
+
+
+def test_full_set_is_one_flag_away():
+    cmd = build_ncu_command("/x/ncu", "./app", [], rep_path="r", section_set="full")
+    assert "--set" in cmd and "NcuAdvise" not in cmd
+
+
+# --------------------------------------------------------------------------- the short form
+
+
+@pytest.mark.parametrize("argv, routed", [
+    (["-o", "DIR", "-c", "20", "./app", "a"], ["profile", "-o", "DIR", "-c", "20", "./app", "a"]),
+    (["--set=full", "-k", "regex:gemm", "/abs/app"],
+     ["profile", "--set=full", "-k", "regex:gemm", "/abs/app"]),
+    (["build/app", "-o", "x"], ["profile", "build/app", "-o", "x"]),
+    (["--", "python3", "train.py"], ["profile", "--", "python3", "train.py"]),
+    (["-c", "3", "--", "python3", "-c", "1"], ["profile", "-c", "3", "--", "python3", "-c", "1"]),
+    (["analyze", "x.csv"], ["analyze", "x.csv"]),
+    (["diff", "a", "b"], ["diff", "a", "b"]),  # a command registered by its own module
+    (["profile", "python3", "t.py"], ["profile", "python3", "t.py"]),
+    (["--help"], ["--help"]),
+])
+def test_routing(argv, routed):
+    assert route(argv) == routed
+
+
+@pytest.mark.parametrize("word, suggestion", [("grep", None), ("analyse", "analyze"),
+                                              ("rule", "rules"), ("python3", None)])
+def test_unknown_first_word_is_not_profiled(word, suggestion, tmp_path, capsys):
+    code = main([word, "a", "b"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert f"unknown command '{word}'" in err and f"-- {word}" in err
+    if suggestion:
+        assert f"did you mean '{suggestion}'?" in err
+    assert not (tmp_path / "ncu_calls.jsonl").exists()  # ncu was never started
+
+
+def test_unknown_word_that_is_a_file_here_suggests_its_path(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "myapp").write_text("")
+    assert main(["myapp"]) == 2
+    assert "ncu-advise ./myapp" in capsys.readouterr().err
+
+
+def test_short_form_takes_its_options_end_to_end(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / "app.py"
+    script.write_text("import sys; print('args', sys.argv[1:])\n")
+    code = main(["-o", "out", "-c", "2", "-k", "regex:saxpy", "--", PY, str(script), "x", "-o",
+                 "y"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "args ['x', '-o', 'y']" in captured.out
+    data = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert data["command"] == [PY, str(script), "x", "-o", "y"]
+    profile_call = ncu_calls(tmp_path)[1]
+    assert profile_call[profile_call.index("-k") + 1] == "regex:saxpy"
+    assert profile_call[profile_call.index("-c") + 1] == "2"
+    assert "NcuAdvise" in profile_call  # the advisor set by default
+    assert data["session"]["section_set"] == "advise"
+    assert set(data["session"]["timings_s"]) >= {"ncu", "read", "analyze", "render"}
+    assert "38 passes each" in captured.err
+
+
+@pytest.mark.slow
+def test_arguments_after_a_second_dash_dash_go_to_ncu(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    code = main(["--set", "full", "--", PY, "-c", "pass", "--", "--cache-control", "none"])
+    assert code == 0, capsys.readouterr().err
+    call = ncu_calls(tmp_path)[1]
+    assert call[call.index("--set") + 1] == "full" and "NcuAdvise" not in call
+    assert call[call.index("--cache-control") + 1] == "none"
+    assert call[-2:] == ["-c", "pass"]
+
+
+# --------------------------------------------------------------------------- running
+
+
+def test_program_output_is_passed_through_not_parsed(tmp_path, capfd):
+    # A program that prints lines looking like ncu's must not fool the wrapper.
+    code = ("import sys; print('==PROF== Profiling \"fake\" - 0: 0%....100% - 99 passes'); "
+            "print('==ERROR== not from ncu', file=sys.stderr); print('plain out')")
+    result = run_profile(PY, ["-c", code], out_dir=tmp_path, progress=False)
+    captured = capfd.readouterr()
+    assert "plain out" in captured.out and "==PROF== Profiling \"fake\"" in captured.out
+    assert "==ERROR== not from ncu" in captured.err  # stderr stays stderr
+    assert 99 not in result.passes and result.passes == [38] * 9
+    assert not any("not from ncu" in w for w in result.warnings)
+    assert "--log-file" in result.command and result.log_path.is_file()
+
+
+def test_status_line_counts_kernels_passes_and_time_left():
+    display = _Display(enabled=False, total=10)
+    out = _NcuOutput(total=10)
+    assert display.status(out) == "running the program under ncu"
+    for i in range(4):
+        out.add(f'==PROF== Profiling "k" - {i}: 0%....50%....100% - 12 passes')
+    display.first_kernel_at = display.started - 8.0  # 4 kernels in 8 s
+    line = display.status(out)
+    assert "4/10 kernels done, 12 passes each" in line
+    assert "2.0 s/kernel" in line and "about 12 s left" in line
+    current = re.match(r'^Profiling "(?P<name>.*)"(?: - (?P<id>\d+))?(?: \((?P<n>\d+)/'
+                       r'(?P<total>\d+)\))?:(?P<rest>.*)$', 'Profiling "gemm" - 4: 0%....50%')
+    assert display.status(out, current).startswith("profiling kernel 4: gemm 50%")
+
+
+def test_ctrl_c_stops_ncu_and_keeps_what_was_profiled(tmp_path, monkeypatch):
+    monkeypatch.setenv("FAKE_NCU_DELAY", "0.3")  # each kernel takes about 0.9 s
+    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        result = run_profile(PY, ["-c", "pass"], out_dir=tmp_path, progress=False)
+    finally:
+        timer.cancel()
+    assert result.interrupted
+    assert 1 <= len(result.passes) < 9
+    assert result.rep_path.is_file()
+    assert any(w.startswith("interrupted (Ctrl-C)") for w in result.warnings)
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_the_cli_writes_the_report_and_exits_130(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FAKE_NCU_DELAY", "0.3")
+    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        code = main(["-o", "out", "--", PY, "-c", "pass"])
+    finally:
+        timer.cancel()
+    err = capsys.readouterr().err
+    assert code == 130, err
+    assert (tmp_path / "out" / "report.json").is_file() and "interrupted" in err
+
+
+def test_multi_process_is_the_default_and_can_be_changed(tmp_path):
+    result = run_profile(PY, ["-c", "pass"], out_dir=tmp_path, progress=False)
+    assert result.command[result.command.index("--target-processes") + 1] == "all"
+    result = run_profile(PY, ["-c", "pass"], out_dir=tmp_path, progress=False,
+                         extra=["--target-processes", "application-only"])
+    assert result.command.count("--target-processes") == 1
+    assert "application-only" in result.command
+
+
+def test_kernel_regex_filter(tmp_path):
+    result = run_profile(PY, ["-c", "pass"], out_dir=tmp_path, progress=False,
+                         kernel_name="regex:^s")
+    # copy_strided does not start with s; scale_vec x2, saxpy x3 do.
+    assert len(result.passes) == 5 and result.kernels_profiled == 5
+
+
+@pytest.mark.slow
+def test_dash_dash_after_an_explicit_program_goes_to_ncu(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    app = tmp_path / "app"
+    app.write_text("#!/bin/sh\necho \"app got: $*\"\n")
+    app.chmod(0o755)
+    code = main(["-c", "1", "./app", "x", "--", "--cache-control", "none"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "app got: x" in captured.out
+    call = ncu_calls(tmp_path)[1]
+    assert call[call.index("--cache-control") + 1] == "none" and call[-2:] == ["./app", "x"]
