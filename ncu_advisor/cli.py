@@ -226,7 +226,7 @@ def rules_cmd(
         if format is OutputFormat.json:
             typer.echo(json.dumps(rule.model_dump(mode="json", by_alias=True), indent=2))
             return
-        metrics = sorted({m for q in rule.requires for m in metrics_of(q)})
+        metrics = sorted({m for q in rule.needs for m in metrics_of(q)})
         width = min(shutil.get_terminal_size((100, 24)).columns, 100)
 
         def block(title: str, text: str) -> None:
@@ -251,7 +251,7 @@ def rules_cmd(
             block("Estimated saving", f"{e.method} of {e.quantity or e.value}"
                   + (f" against {e.target:g}" if e.target else "")
                   + (f", scaled by {e.scale}" if e.scale else "") + f", at most {e.cap:g}%")
-        block("Needs", ", ".join(rule.requires) + " (metrics: " + ", ".join(metrics) + ")")
+        block("Needs", ", ".join(rule.needs) + " (metrics: " + ", ".join(metrics) + ")")
         typer.echo(f"\nDemo: ncu-advise demo {rule.demo}" if rule.demo else "")
         for ref in rule.references:
             typer.echo(f"Reference: {ref}")
