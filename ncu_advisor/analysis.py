@@ -427,7 +427,8 @@ def _add_calculator(report: Report, occupancy: dict[int, dict]) -> dict[int, dic
         limiter = row.get("calc_limiter")
         entry["calc_limiter"] = limiter if isinstance(limiter, str) else None
     cols = ["grid_size", "block_size", "sm_count", "blocks_per_sm", "waves", "full_waves",
-            "partial_wave_fill", "tail_blocks", "tail_effect_pct", "idle_sm_pct", "small_grid",
+            "partial_wave_fill", "tail_blocks", "tail_idle_slots_pct", "tail_effect_pct",
+            "idle_sm_pct", "small_grid",
             "grid_per_sm", "wasted_lanes_pct"]
     return {int(launch): {c: (bool(row[c]) if c == "small_grid" and not pd.isna(row[c])
                               else _num(row[c])) for c in cols if c in row}

@@ -150,10 +150,12 @@ def analyze(
     """Analyze saved reports: launches ranked by GPU time, and the top findings."""
     from .analysis import analyze as run_analysis
     from .readers import read_report
+    from .rules_engine.loader import load_rules
 
+    loaded = load_rules(rules)  # a bad rule file fails before a large report is read
     with _file_progress() as progress:
         report = read_report(paths, progress=progress)
-    result = run_analysis(report, rules_dirs=rules,
+    result = run_analysis(report, rules=loaded,
                           measured_bandwidth=peak_bandwidth * 1e9 if peak_bandwidth else None)
     include = include_metrics
     if include is None:
@@ -211,12 +213,25 @@ def rules_cmd(
     rules: Annotated[list[Path] | None, typer.Option(
         "--rules", help="Folder of extra rule files (repeatable).")] = None,
     format: Annotated[OutputFormat, typer.Option("--format", "-f")] = OutputFormat.text,
+    check: Annotated[list[Path] | None, typer.Option(
+        "--check", help="Validate a folder of rule files (repeatable): every problem at "
+        "once, no report needed.")] = None,
+    test: Annotated[list[Path] | None, typer.Option(
+        "--test", help="Check a rule folder and run the RULE.cases.toml cases beside its "
+        "rules (repeatable).")] = None,
+    quantities: Annotated[bool, typer.Option(
+        "--quantities", help="List the quantity names conditions and texts can use.")] = False,
 ) -> None:
-    """List the rules with their docs, or show one."""
+    """List the rules with their docs, or show one; check and test your own rule folders."""
     from .derive.quantities import metrics_of
     from .rules_engine.loader import load_rules
     from .rules_engine.schema import describe
 
+    if quantities or check or test:
+        from .cli_rules import rules_tools
+
+        rules_tools(check or [], test or [], quantities)
+        return
     loaded = load_rules(rules)
     if rule_id is not None:
         match = [r for r in loaded if r.id == rule_id]

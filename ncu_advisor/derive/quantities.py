@@ -339,10 +339,7 @@ def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = No
                 value = value.fillna(stated[q.name].reindex(wide.index))
                 from_rule[q.name] = {int(i) for i in wide.index[filled.to_numpy()]}
         out[q.name] = value
-    frame = pd.DataFrame(out, index=wide.index)
-    for d in DERIVED:  # in order: a derived quantity may read earlier ones
-        with np.errstate(divide="ignore", invalid="ignore"):
-            frame[d.name] = d.fn(*(frame[name] for name in d.inputs))
+    frame = add_derived(pd.DataFrame(out, index=wide.index))
     if invocations is not None:
         time = frame["duration_ns"] * invocations.reindex(frame.index).astype("float64")
         frame["time_share_pct"] = 100.0 * time / np.nansum(time)
@@ -431,6 +428,22 @@ def _bound_is(sm: Series, mem: Series, kind: str) -> Series:
 _TIME_SHARE = ("%", "share of the application's GPU time", ("duration_ns",))
 DERIVED_INFO: dict[str, tuple[str, str, tuple[str, ...]]] = {
     **{d.name: (d.unit, d.label, d.inputs) for d in DERIVED}, "time_share_pct": _TIME_SHARE}
+
+
+def add_derived(frame: pd.DataFrame) -> pd.DataFrame:
+    """Add every derived quantity the frame does not already hold (in place; returned).
+
+    In definition order, so a derived quantity may read earlier ones. A missing input column
+    counts as unknown (NaN).
+    """
+    for d in DERIVED:
+        if d.name in frame:
+            continue
+        cols = [frame[n] if n in frame else pd.Series(np.nan, index=frame.index)
+                for n in d.inputs]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frame[d.name] = d.fn(*cols)
+    return frame
 
 
 def unit_of(name: str) -> str:

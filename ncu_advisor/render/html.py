@@ -795,7 +795,9 @@ SHAPE_LABELS = {
     "blocks_per_sm": ("Resident blocks per SM", ""),
     "full_waves": ("Full waves", ""),
     "partial_wave_fill": ("Last wave filled", "%"),
-    "tail_effect_pct": ("Time at risk in the tail", "%"),
+    # The same figure as the launch-config.tail-effect finding (derive/launch_shape.py).
+    "tail_idle_slots_pct": ("Time lost to the partial last wave", "%"),
+    "tail_effect_pct": ("ncu's upper bound for the tail", "%"),
     "idle_sm_pct": ("SMs left without a block", "%"),
     "wasted_lanes_pct": ("Idle lanes in partial warps", "%"),
 }

@@ -90,7 +90,9 @@ def check_rules(extra_dirs: list[Path] | None = None, builtin: bool = True,
     Problems read ``PATH: message``. An id may be defined once: a user rule with a built-in
     rule's id is an error (give yours its own id), never a silent replacement.
     """
-    dirs = ([builtin_rules_dir()] if builtin else []) + list(extra_dirs or [])
+    home = builtin_rules_dir().resolve()
+    extra = [d for d in extra_dirs or [] if not (builtin and d.resolve() == home)]
+    dirs = ([builtin_rules_dir()] if builtin else []) + extra
     rules: list[Rule] = []
     where: dict[str, Path] = {}
     problems: list[str] = []

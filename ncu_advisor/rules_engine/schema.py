@@ -74,16 +74,26 @@ class Comparison(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _known_keys(cls, data):
-        if isinstance(data, dict):
-            allowed = {"q", "times", *_OPS}
-            for key in data:
-                if key not in allowed:
-                    raise ValueError(
-                        f"unknown operator {key!r}{did_you_mean(key, _OPS)} in a comparison; "
-                        f"write {{ q = QUANTITY, OP = NUMBER or QUANTITY }} with OP one of "
-                        f"{', '.join(_OPS)}")
-            if "q" not in data:
-                raise ValueError("a comparison needs q = \"QUANTITY\"")
+        if not isinstance(data, dict):
+            return data
+        problems = []  # every mistake of this comparison in one message
+        allowed = {"q", "times", *_OPS}
+        for key in data:
+            if key not in allowed:
+                problems.append(
+                    f"unknown operator {key!r}{did_you_mean(key, _OPS)}; write "
+                    f"{{ q = QUANTITY, OP = NUMBER or QUANTITY }} with OP one of "
+                    f"{', '.join(_OPS)}")
+        if "q" not in data:
+            problems.append("a comparison needs q = \"QUANTITY\"")
+        for key in ("q", *_OPS):
+            name = data.get(key)
+            if isinstance(name, str) and not known(name):
+                problems.append(f"unknown quantity {name!r}"
+                                f"{did_you_mean(name, quantity_names())}; "
+                                "`ncu-advise rules --quantities` lists them")
+        if problems:
+            raise ValueError("; ".join(problems))
         return data
 
     @field_validator("q")
@@ -169,7 +179,7 @@ def _condition_kind(value) -> str | None:
         for key, tag in (("all", "all-of"), ("any", "any-of"), ("not", "not-of")):
             if key in value:
                 return tag
-        return "comparison" if value else None
+        return "comparison" if {"q", *_OPS} & set(value) else None
     return {Comparison: "comparison", All: "all-of", Any_: "any-of", Not: "not-of"}.get(
         type(value))
 
