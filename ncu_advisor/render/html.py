@@ -21,6 +21,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from ..rules_engine.findings import SEVERITY_RANK
 from .charts import BOUND_COLORS, roofline_svg
 from .html_context import (
     FindingGroup,
@@ -34,7 +35,7 @@ from .html_context import (
 )
 
 NOT_MEASURED = Markup('<span class="nm">not measured</span>')
-SEVERITIES = ("critical", "high", "medium", "low", "info")
+SEVERITIES = tuple(SEVERITY_RANK)  # the rule schema's levels, most severe first
 BOUNDS = tuple(BOUND_COLORS)
 # Occupancy block limits, in the order ncu's Occupancy section lists them.
 LIMIT_LABELS = {

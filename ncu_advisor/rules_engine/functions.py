@@ -104,7 +104,9 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
     q = quantities.reindex(launches["launch"])
     # Far below the H200 ridge (~14 FLOP/byte): the DRAM traffic, not the math, sets the time.
     low_intensity = q["arith_intensity_dram"].fillna(0.0) < 4.0
-    memory_bound = (q["mem_pct"] >= q["sm_pct"]) & low_intensity & (q["mem_pct"] >= 30.0)
+    # Not "memory-bound" (derive/bound.py: >= 60% of peak): a chain link only has to stream
+    # memory, busier than compute at low intensity, from 30% of peak (short eager ops).
+    streams_memory = (q["mem_pct"] >= q["sm_pct"]) & low_intensity & (q["mem_pct"] >= 30.0)
     # A details-page export has DRAM bytes but not the read/write split: take half each way.
     # That cannot tell a reduction (reads much, writes little) from a map, so without the split
     # only elementwise ops (which write what they read) or launches of one NVTX range link.
@@ -118,7 +120,7 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
     rows = {int(r.launch): r for r in launches.itertuples(index=False)}
 
     def candidate(launch: int) -> bool:
-        return (bool(memory_bound.get(launch, False)) and _fusable(rows[launch])
+        return (bool(streams_memory.get(launch, False)) and _fusable(rows[launch])
                 and judgeable[launch])
 
     chains = _runs(
@@ -161,7 +163,7 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
         # Severity follows confidence: a chain we are less sure of cannot rank above it.
         finding.severity = cap_severity(finding.severity, confidence)
         findings.append(finding)
-    unjudged = [c for c, ok in judgeable.items() if not ok and memory_bound.get(c, False)]
+    unjudged = [c for c, ok in judgeable.items() if not ok and streams_memory.get(c, False)]
     if unjudged:  # say so instead of staying silent about them
         return findings, [not_evaluated(rule, None, ["dram_read_bytes", "dram_write_bytes"])]
     return findings, []
