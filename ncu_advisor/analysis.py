@@ -22,6 +22,7 @@ from .derive.source_lines import attribute
 from .regions import Region, summarize_regions
 from .report import Report
 from .rules_engine.engine import SEVERITY_RANK, Finding, NotEvaluated, Provenance, evaluate
+from .rules_engine.findings import rank_groups, rank_key
 from .rules_engine.loader import load_rules
 from .rules_engine.policy import apply_policy
 from .rules_engine.schema import Rule
@@ -92,15 +93,16 @@ class Analysis:
     def kernel_findings(self, launch: int) -> list[Finding]:
         """Findings about one launch, most severe first."""
         found = [f for f in self.findings if f.launch == launch]
-        return sorted(found, key=lambda f: (SEVERITY_RANK[f.severity],
-                                            -(f.estimated_saving_ns or 0.0)))
+        return sorted(found, key=lambda f: rank_key(f.severity, f.confidence,
+                                                    f.estimated_saving_ns))
 
     def ranked(self) -> list[dict]:
-        """Findings across the application, grouped by rule and kernel, largest saving first.
+        """Findings across the application, grouped by rule and kernel, most important first.
 
         Each kernel finding is weighted by what it saves in the whole run (its estimated
         saving in the kernel times the kernel's invocations); repeated launches of one kernel
-        are grouped into one entry.
+        are grouped into one entry. Order: :func:`~.rules_engine.findings.rank_groups` (the
+        saving weighted by confidence; a finding without an estimate beside its kernel's).
         """
         launches = self.report.launches.set_index("launch")
         total = self.total_time_ns or float("nan")
@@ -144,8 +146,7 @@ class Analysis:
             saving = g["estimated_saving_ns"]
             g["app_saving_pct"] = _num(100.0 * saving / total) if saving is not None else None
             out.append(g)
-        out.sort(key=lambda g: (-(g["estimated_saving_ns"] or 0.0), SEVERITY_RANK[g["severity"]]))
-        return out
+        return rank_groups(out)
 
     def _origin_of(self, launch: int) -> dict:
         """The kernel's origin fields for the JSON (``origin``, ``origin_label``, ``role``)."""
@@ -377,14 +378,12 @@ def analyze(report: Report, rules: list[Rule] | None = None,
         rules = load_rules(rules_dirs)
     wide = _with_launch_shape(report)
     stated = ncu_rule_quantities(report.ncu_rules, wide.index, report.metrics)
-    quantities, from_rule = compute_with_provenance(wide, stated)
+    launches = with_origin(report.launches, origins)
+    quantities, from_rule = compute_with_provenance(
+        wide, stated, invocations=launches.set_index("launch")["invocations"])
     opt = ncu_rule_categories(report.ncu_rules)
     provenance = Provenance(from_rule, {int(k): set(g["category"]) for k, g in
                                         opt.groupby("launch")} if len(opt) else {})
-    launches = with_origin(report.launches, origins)
-    weighted = (launches.set_index("launch")["duration_ns"]
-                * launches.set_index("launch")["invocations"])
-    quantities["time_share_pct"] = 100.0 * weighted / np.nansum(weighted)
     gpu = report.session.get("gpu")
     rooflines, occupancy = {}, {}
     for launch in launches["launch"]:
@@ -428,7 +427,8 @@ def _add_calculator(report: Report, occupancy: dict[int, dict]) -> dict[int, dic
         limiter = row.get("calc_limiter")
         entry["calc_limiter"] = limiter if isinstance(limiter, str) else None
     cols = ["grid_size", "block_size", "sm_count", "blocks_per_sm", "waves", "full_waves",
-            "partial_wave_fill", "tail_blocks", "tail_effect_pct", "idle_sm_pct", "small_grid",
+            "partial_wave_fill", "tail_blocks", "tail_idle_slots_pct", "tail_effect_pct",
+            "idle_sm_pct", "small_grid",
             "grid_per_sm", "wasted_lanes_pct"]
     return {int(launch): {c: (bool(row[c]) if c == "small_grid" and not pd.isna(row[c])
                               else _num(row[c])) for c in cols if c in row}

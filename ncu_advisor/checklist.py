@@ -1,4 +1,4 @@
-"""The optimization checklist's category ids (../shared/CHECKLIST.md): a public contract.
+"""The optimization checklist's category ids: a public contract.
 
 Findings, rule files, demo kernels and tests use these ids verbatim, in this order.
 """

@@ -154,13 +154,15 @@ def analyze(
     """Analyze saved reports: launches ranked by GPU time, and the top findings."""
     from .analysis import analyze as run_analysis
     from .readers import read_report
+    from .rules_engine.loader import load_rules
 
-    if origins is not None:  # a bad table fails before the (possibly long) read
+    loaded = load_rules(rules)  # a bad rule file fails before a large report is read
+    if origins is not None:  # so does a bad origins table
         from .derive.origin import origin_table
         origin_table(str(origins))
     with _file_progress() as progress:
         report = read_report(paths, progress=progress)
-    result = run_analysis(report, rules_dirs=rules,
+    result = run_analysis(report, rules=loaded,
                           measured_bandwidth=peak_bandwidth * 1e9 if peak_bandwidth else None,
                           origins=str(origins) if origins else None)
     include = include_metrics
@@ -219,12 +221,25 @@ def rules_cmd(
     rules: Annotated[list[Path] | None, typer.Option(
         "--rules", help="Folder of extra rule files (repeatable).")] = None,
     format: Annotated[OutputFormat, typer.Option("--format", "-f")] = OutputFormat.text,
+    check: Annotated[list[Path] | None, typer.Option(
+        "--check", help="Validate a folder of rule files (repeatable): every problem at "
+        "once, no report needed.")] = None,
+    test: Annotated[list[Path] | None, typer.Option(
+        "--test", help="Check a rule folder and run the RULE.cases.toml cases beside its "
+        "rules (repeatable).")] = None,
+    quantities: Annotated[bool, typer.Option(
+        "--quantities", help="List the quantity names conditions and texts can use.")] = False,
 ) -> None:
-    """List the rules with their docs, or show one."""
+    """List the rules with their docs, or show one; check and test your own rule folders."""
     from .derive.quantities import metrics_of
     from .rules_engine.loader import load_rules
     from .rules_engine.schema import describe
 
+    if quantities or check or test:
+        from .cli_rules import rules_tools
+
+        rules_tools(check or [], test or [], quantities)
+        return
     loaded = load_rules(rules)
     if rule_id is not None:
         match = [r for r in loaded if r.id == rule_id]
@@ -234,7 +249,7 @@ def rules_cmd(
         if format is OutputFormat.json:
             typer.echo(json.dumps(rule.model_dump(mode="json", by_alias=True), indent=2))
             return
-        metrics = sorted({m for q in rule.requires for m in metrics_of(q)})
+        metrics = sorted({m for q in rule.needs for m in metrics_of(q)})
         width = min(shutil.get_terminal_size((100, 24)).columns, 100)
 
         def block(title: str, text: str) -> None:
@@ -259,7 +274,7 @@ def rules_cmd(
             block("Estimated saving", f"{e.method} of {e.quantity or e.value}"
                   + (f" against {e.target:g}" if e.target else "")
                   + (f", scaled by {e.scale}" if e.scale else "") + f", at most {e.cap:g}%")
-        block("Needs", ", ".join(rule.requires) + " (metrics: " + ", ".join(metrics) + ")")
+        block("Needs", ", ".join(rule.needs) + " (metrics: " + ", ".join(metrics) + ")")
         typer.echo(f"\nDemo: ncu-advise demo {rule.demo}" if rule.demo else "")
         for ref in rule.references:
             typer.echo(f"Reference: {ref}")

@@ -63,7 +63,7 @@ __all__ = [
     "time_demo",
 ]
 
-#: The checklist category ids, in the order of the table in CHECKLIST.md.
+#: The checklist category ids, in checklist order (ncu_advisor/checklist.py).
 CHECKLIST_IDS = CATEGORIES
 
 #: Comparison operators allowed at the start of a signature condition such as ``"< 8"``.

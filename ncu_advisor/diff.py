@@ -45,7 +45,7 @@ import pandas as pd
 from .analysis import Analysis, _json_safe
 from .derive.quantities import label_of, unit_of
 from .errors import NcuAdviseError
-from .rules_engine.engine import SEVERITY_RANK, Finding
+from .rules_engine.findings import SEVERITY_RANK, Finding
 
 SCHEMA_VERSION = 1
 DEFAULT_NOISE_PCT = 2.0

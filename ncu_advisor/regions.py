@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from .rules_engine.engine import SEVERITY_RANK, Finding
+from .rules_engine.findings import SEVERITY_RANK, Finding
 
 OUTSIDE = "(outside any NVTX range)"
 _TOP_FINDINGS = 3

@@ -17,7 +17,7 @@ import pandas as pd
 
 from .derive.quantities import metrics_of
 from .report import Report
-from .rules_engine.engine import NotEvaluated, _metric_sections
+from .rules_engine.findings import NotEvaluated, metric_sections
 from .rules_engine.schema import Rule
 
 # Launch overhead on current GPUs is a few microseconds: below this a kernel's duration says
@@ -89,7 +89,7 @@ def _affected_rules(metrics: Iterable[str], rules: list[Rule]) -> list[str]:
     wanted = set(metrics)
     hit = []
     for rule in rules:
-        needs = {m for q in rule.requires for m in _safe_metrics(q)}
+        needs = {m for q in rule.needs for m in _safe_metrics(q)}
         if needs & wanted:
             hit.append(rule.id)
     return hit
@@ -140,7 +140,7 @@ def _sections_collected(report: Report) -> tuple[set[str], str | None]:
     the section identifier even when the details page prints none of its metrics. A section
     only ``--set full`` collects implies the whole set was collected.
     """
-    table = _metric_sections()
+    table = metric_sections()
     set_of = dict(table.values())
     seen = {table[m][0] for m in report.metrics["metric"].dropna().unique() if m in table}
     seen |= set(report.ncu_rules["section"].dropna().astype(str))
@@ -161,7 +161,7 @@ def check_sections(report: Report, facts: dict, not_evaluated: list[NotEvaluated
     """
     if not not_evaluated:
         return []
-    table = _metric_sections()
+    table = metric_sections()
     present, largest = _sections_collected(report)
     categories = {r.id: r.category for r in rules}
     absent: dict[str, set[str]] = {}  # "--section X (--set Y)" -> rule families

@@ -5,10 +5,12 @@ Definitions (one launch; "slots" = blocks that fit on the GPU at once):
 * ``slots = blocks_per_sm x sm_count``; ``waves = grid / slots`` (ncu's
   ``launch__waves_per_multiprocessor``).
 * ``full_waves = floor(waves)``; the last wave is ``partial_wave_fill = waves - full_waves`` full.
-* Tail effect, as Nsight Compute's LaunchConfiguration rule estimates it: when there is at least
-  one full wave and a partial one, the partial wave can cost up to ``1 / (full_waves + 1)`` of
-  the run time (``tail_effect_pct``); ``tail_idle_slots_pct`` is the share of slot-time left
-  idle in the waves that run, assuming every block takes as long.
+* Tail: ``tail_idle_slots_pct`` (:func:`tail_idle_pct`) is the share of slot-time left idle in
+  the waves that run, assuming every block takes as long: ``(ceil(w) - w) / ceil(w)``. It is
+  THE tail figure: the launch-config.tail-effect finding (quantity ``wave_tail_waste_pct``),
+  JSON, text and HTML all show it. ``tail_effect_pct`` is Nsight Compute's upper bound
+  (LaunchConfiguration rule): the partial wave can cost up to ``1 / (full_waves + 1)`` of
+  the run time; kept to match ncu's message, shown only labelled as ncu's bound.
 * Small grid: fewer blocks than SMs leaves ``(sm_count - grid) / sm_count`` of the SMs idle.
 * Partial warps: a block size that is not a multiple of 32 leaves lanes of its last warp idle:
   ``wasted_lanes_pct = (warps x 32 - block_size) / (warps x 32)``.
@@ -87,6 +89,19 @@ class LaunchShape:
         return d
 
 
+def tail_idle_pct(waves):
+    """Share of slot-time idle in the partial last wave, in percent (0 without a tail).
+
+    ``waves`` is a number or a Series (NaN stays NaN). Less than one wave is not a tail (the
+    small-grid and partial-wave rules judge that); whole waves have none.
+    """
+    w = pd.Series(waves, dtype="float64") if not isinstance(waves, pd.Series) else waves
+    frac = w - np.floor(w)
+    tail = (1.0 - frac) / np.ceil(w) * 100.0
+    out = tail.where((w >= 1.0) & (frac > 1e-6), 0.0).where(w.notna())
+    return out if isinstance(waves, pd.Series) else float(out.iloc[0])
+
+
 def launch_shape(grid_size: int, block_size: int, sm_count: int,
                  blocks_per_sm: int) -> LaunchShape:
     """Analyze a launch shape.
@@ -116,8 +131,8 @@ def launch_shape(grid_size: int, block_size: int, sm_count: int,
     full, tail_blocks = divmod(grid_size, slots)
     fill = tail_blocks / slots
     tail_pct = 100.0 / (full + 1) if full >= 1 and tail_blocks else 0.0
-    run_waves = full + (1 if tail_blocks else 0)
-    idle_slots_pct = 100.0 * (run_waves * slots - grid_size) / (run_waves * slots)
+    idle_slots_pct = tail_idle_pct(waves) if full >= 1 else (
+        100.0 * (slots - grid_size) / slots)
     warps = -(-block_size // WARP_SIZE)
     return LaunchShape(
         grid_size=grid_size, block_size=block_size, sm_count=sm_count,
@@ -217,5 +232,5 @@ def launch_shape_from_report(report: Report,
 
 __all__ = [
     "NCU_TAIL_REPORT_THRESHOLD_PCT", "LaunchShape", "launch_shape", "launch_shape_from_report",
-    "tile_quantization", "wave_quantization",
+    "tail_idle_pct", "tile_quantization", "wave_quantization",
 ]

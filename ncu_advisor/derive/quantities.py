@@ -317,6 +317,7 @@ def compute_quantities(wide: pd.DataFrame) -> pd.DataFrame:
 
 
 def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = None,
+                            invocations: pd.Series | None = None,
                             ) -> tuple[pd.DataFrame, dict[str, set[int]]]:
     """Evaluate every quantity on every launch, and say which values ncu's rules stated.
 
@@ -324,6 +325,7 @@ def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = No
     (:func:`ncu_advisor.derive.ncu_evidence.ncu_rule_quantities`); they fill a quantity only
     where no metric gives it. The second result maps a quantity to the launches whose value
     came from a rule message (derived quantities inherit it from their inputs).
+    ``invocations`` (per launch) gives ``time_share_pct``; without it that column is absent.
     """
     out = {}
     from_rule: dict[str, set[int]] = {}
@@ -337,70 +339,111 @@ def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = No
                 value = value.fillna(stated[q.name].reindex(wide.index))
                 from_rule[q.name] = {int(i) for i in wide.index[filled.to_numpy()]}
         out[q.name] = value
-    frame = pd.DataFrame(out, index=wide.index)
-    # Derived-of-derived values, defined here so each formula stays in one place.
-    frame["flops_total"] = frame[["flops_fp32", "flops_fp64", "flops_fp16", "flops_tensor"]].sum(
-        axis=1, min_count=1)
-    frame["arith_intensity_dram"] = frame["flops_total"] / frame["dram_bytes"].where(
-        frame["dram_bytes"] > 0)
-    frame["shared_conflict_pct"] = frame[["shared_ld_conflict_pct", "shared_st_conflict_pct"]].max(
-        axis=1)
-    frame["occupancy_gap_pct"] = (frame["theoretical_occupancy_pct"]
-                                  - frame["achieved_occupancy_pct"])
-    frame["dram_read_write_ratio"] = frame["dram_read_bytes"] / frame["dram_write_bytes"].where(
-        frame["dram_write_bytes"] > 0)
-    frame["l2_to_dram_ratio"] = frame["l2_bytes"] / frame["dram_bytes"].where(
-        frame["dram_bytes"] > 0)
-    frame["max_throughput_pct"] = frame[["sm_pct", "mem_pct"]].max(axis=1)
-    frame["l1_to_dram_ratio"] = frame["l1_bytes"] / frame["dram_bytes"].where(
-        frame["dram_bytes"] > 0)
-    frame["fp64_flop_share_pct"] = 100.0 * frame["flops_fp64"] / frame["flops_total"].where(
-        frame["flops_total"] > 0)
-    frame["wave_fill_pct"] = (100.0 * frame["waves_per_sm"]).clip(upper=100.0)
-    frame["sm_fill_pct"] = (100.0 * frame["grid_size"] / frame["sm_count"]).clip(upper=100.0)
-    # A partial last wave: with w waves, ceil(w) rounds run, the last one frac(w) full.
-    waves = frame["waves_per_sm"]
-    frac = waves - np.floor(waves)
-    tail = (1.0 - frac) / np.ceil(waves) * 100.0
-    frame["wave_tail_waste_pct"] = tail.where((waves >= 1.0) & (frac > 1e-6), 0.0).where(
-        waves.notna())
-    lanes = np.ceil(frame["block_size"] / 32.0) * 32.0
-    frame["block_lane_waste_pct"] = 100.0 * (lanes - frame["block_size"]) / lanes
-    frame["dram_write_over_l2"] = frame["dram_write_bytes"] / frame["l2_cache_bytes"]
-    frame["time_share_pct"] = np.nan  # filled by the analysis, which knows all launches
-    for name, (_, _, deps) in DERIVED_INFO.items():
-        inherited = set().union(*(from_rule.get(d, set()) for d in deps))
+    frame = add_derived(pd.DataFrame(out, index=wide.index))
+    if invocations is not None:
+        time = frame["duration_ns"] * invocations.reindex(frame.index).astype("float64")
+        frame["time_share_pct"] = 100.0 * time / np.nansum(time)
+    for d in DERIVED:
+        inherited = set().union(*(from_rule.get(name, set()) for name in d.inputs))
         if inherited:
-            from_rule[name] = inherited
+            from_rule[d.name] = inherited
     return frame, from_rule
 
 
+@dataclass(frozen=True)
+class Derived:
+    """A quantity computed from other quantities; its inputs are exactly its formula's inputs."""
+
+    name: str
+    unit: str
+    label: str
+    inputs: tuple[str, ...]
+    fn: Callable[..., Series]
+
+
+def _per(a: Series, b: Series) -> Series:
+    """``a / b``, undefined (NaN) where ``b`` is not positive."""
+    return a / b.where(b > 0)
+
+
+def _sum_any(*cols: Series) -> Series:
+    """Sum of the known values (NaN only when all are unknown)."""
+    return pd.concat(cols, axis=1).sum(axis=1, min_count=1)
+
+
+def _tail_waste_pct(waves: Series) -> Series:
+    from .launch_shape import tail_idle_pct
+
+    return tail_idle_pct(waves)
+
+
+DERIVED: tuple[Derived, ...] = (
+    Derived("flops_total", "FLOP", "floating-point operations, all precisions",
+            ("flops_fp32", "flops_fp64", "flops_fp16", "flops_tensor"), _sum_any),
+    Derived("arith_intensity_dram", "FLOP/byte", "arithmetic intensity (DRAM)",
+            ("flops_total", "dram_bytes"), _per),
+    Derived("shared_conflict_pct", "%", "shared wavefronts that are bank conflicts",
+            ("shared_ld_conflict_pct", "shared_st_conflict_pct"),
+            lambda ld, st: pd.concat([ld, st], axis=1).max(axis=1)),
+    Derived("occupancy_gap_pct", "%", "theoretical minus achieved occupancy",
+            ("theoretical_occupancy_pct", "achieved_occupancy_pct"), lambda t, a: t - a),
+    Derived("dram_read_write_ratio", "", "DRAM bytes read per byte written",
+            ("dram_read_bytes", "dram_write_bytes"), _per),
+    Derived("l2_to_dram_ratio", "", "L2 bytes per DRAM byte", ("l2_bytes", "dram_bytes"), _per),
+    Derived("max_throughput_pct", "%", "max of compute and memory throughput",
+            ("sm_pct", "mem_pct"),
+            lambda sm, mem: pd.concat([sm, mem], axis=1).max(axis=1, skipna=False)),
+    Derived("l1_to_dram_ratio", "", "L1 bytes per DRAM byte", ("l1_bytes", "dram_bytes"), _per),
+    Derived("fp64_flop_share_pct", "%", "FP64 share of floating-point work",
+            ("flops_fp64", "flops_total"), lambda fp64, total: 100.0 * _per(fp64, total)),
+    Derived("wave_fill_pct", "%", "how much of one full wave the grid fills", ("waves_per_sm",),
+            lambda w: (100.0 * w).clip(upper=100.0)),
+    Derived("sm_fill_pct", "%", "SMs given at least one block", ("grid_size", "sm_count"),
+            lambda g, n: (100.0 * g / n).clip(upper=100.0)),
+    Derived("wave_tail_waste_pct", "%", "time lost to the partial last wave (estimate)",
+            ("waves_per_sm",), _tail_waste_pct),
+    Derived("block_lane_waste_pct", "%", "idle lanes in the last warp of each block",
+            ("block_size",),
+            lambda b: 100.0 * (np.ceil(b / 32.0) * 32.0 - b) / (np.ceil(b / 32.0) * 32.0)),
+    Derived("dram_write_over_l2", "", "DRAM bytes written per byte of L2 cache",
+            ("dram_write_bytes", "l2_cache_bytes"), lambda w, c: w / c),
+    Derived("memory_bound", "", "memory-bound (1) or not (0)", ("sm_pct", "mem_pct"),
+            lambda sm, mem: _bound_is(sm, mem, "memory")),
+    Derived("compute_bound", "", "compute-bound (1) or not (0)", ("sm_pct", "mem_pct"),
+            lambda sm, mem: _bound_is(sm, mem, "compute")),
+    Derived("latency_bound", "", "latency-bound (1) or not (0)", ("sm_pct", "mem_pct"),
+            lambda sm, mem: _bound_is(sm, mem, "latency")),
+)
+
+
+def _bound_is(sm: Series, mem: Series, kind: str) -> Series:
+    from .bound import bound_of
+
+    bound = bound_of(sm, mem)
+    return (bound == kind).astype("float64").where(bound.notna())
+
+
+# The share of the application's GPU time needs every launch's invocation count: computed by
+# compute_with_provenance when the launch table gives it.
+_TIME_SHARE = ("%", "share of the application's GPU time", ("duration_ns",))
 DERIVED_INFO: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    # name: (unit, label, quantities it needs)
-    "flops_total": ("FLOP", "floating-point operations, all precisions",
-                    ("flops_fp32", "flops_fp64", "flops_fp16")),
-    "arith_intensity_dram": ("FLOP/byte", "arithmetic intensity (DRAM)",
-                             ("flops_fp32", "dram_bytes")),
-    "shared_conflict_pct": ("%", "shared wavefronts that are bank conflicts",
-                            ("shared_ld_conflict_pct", "shared_st_conflict_pct")),
-    "occupancy_gap_pct": ("%", "theoretical minus achieved occupancy",
-                          ("theoretical_occupancy_pct", "achieved_occupancy_pct")),
-    "dram_read_write_ratio": ("", "DRAM bytes read per byte written",
-                              ("dram_read_bytes", "dram_write_bytes")),
-    "l2_to_dram_ratio": ("", "L2 bytes per DRAM byte", ("l2_bytes", "dram_bytes")),
-    "max_throughput_pct": ("%", "max of compute and memory throughput", ("sm_pct", "mem_pct")),
-    "l1_to_dram_ratio": ("", "L1 bytes per DRAM byte", ("l1_bytes", "dram_bytes")),
-    "fp64_flop_share_pct": ("%", "FP64 share of floating-point work",
-                            ("flops_fp64", "flops_fp32")),
-    "wave_fill_pct": ("%", "how much of one full wave the grid fills", ("waves_per_sm",)),
-    "sm_fill_pct": ("%", "SMs given at least one block", ("grid_size", "sm_count")),
-    "wave_tail_waste_pct": ("%", "time lost to the partial last wave (estimate)",
-                            ("waves_per_sm",)),
-    "block_lane_waste_pct": ("%", "idle lanes in the last warp of each block", ("block_size",)),
-    "dram_write_over_l2": ("", "DRAM bytes written per byte of L2 cache",
-                           ("dram_write_bytes", "l2_cache_bytes")),
-    "time_share_pct": ("%", "share of the application's GPU time", ("duration_ns",)),
-}
+    **{d.name: (d.unit, d.label, d.inputs) for d in DERIVED}, "time_share_pct": _TIME_SHARE}
+
+
+def add_derived(frame: pd.DataFrame) -> pd.DataFrame:
+    """Add every derived quantity the frame does not already hold (in place; returned).
+
+    In definition order, so a derived quantity may read earlier ones. A missing input column
+    counts as unknown (NaN).
+    """
+    for d in DERIVED:
+        if d.name in frame:
+            continue
+        cols = [frame[n] if n in frame else pd.Series(np.nan, index=frame.index)
+                for n in d.inputs]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frame[d.name] = d.fn(*cols)
+    return frame
 
 
 def unit_of(name: str) -> str:
@@ -421,9 +464,19 @@ def metrics_of(name: str) -> tuple[str, ...]:
     """Return the ncu metrics a quantity needs (its preferred source), recursively."""
     if name in BY_NAME:
         return BY_NAME[name].primary_metrics
-    return tuple(mm for dep in DERIVED_INFO[name][2] for mm in metrics_of(dep))
+    return tuple(dict.fromkeys(mm for dep in DERIVED_INFO[name][2] for mm in metrics_of(dep)))
+
+
+def inputs_of(name: str) -> tuple[str, ...]:
+    """The quantities a derived quantity is computed from (none for a measured one)."""
+    return () if name in BY_NAME else DERIVED_INFO[name][2]
 
 
 def known(name: str) -> bool:
     """Return whether a name is a defined quantity."""
     return name in BY_NAME or name in DERIVED_INFO
+
+
+def quantity_names() -> list[str]:
+    """Every quantity a rule may name, in definition order."""
+    return [*BY_NAME, *DERIVED_INFO]

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-LATENCY_THRESHOLD_PCT = 60.0
+from .bound import LATENCY_THRESHOLD_PCT, bound_of
 
 # Vendor datasheet peaks (dense, no sparsity): FP32/FP64/FP16 non-tensor FLOP/s, tensor
 # FP16 FLOP/s, DRAM byte/s. Used only when the report holds no peak metrics.
@@ -162,16 +162,16 @@ def roofline_for(wide_row: pd.Series, q: pd.Series, gpu: str | None,
     sm_pct, mem_pct = _get(q, "sm_pct"), _get(q, "mem_pct")
     bound, pct, evidence = None, np.nan, ""
     if not (np.isnan(sm_pct) or np.isnan(mem_pct)):
-        top = max(sm_pct, mem_pct)
-        if top < LATENCY_THRESHOLD_PCT:
-            bound, pct = "latency", top
+        bound = bound_of(sm_pct, mem_pct)
+        if bound == "latency":
+            pct = max(sm_pct, mem_pct)
             evidence = (f"compute {sm_pct:.0f}% and memory {mem_pct:.0f}% of peak: both below "
                         f"{LATENCY_THRESHOLD_PCT:.0f}%, so neither roof limits it")
-        elif mem_pct >= sm_pct:
-            bound, pct = "memory", mem_pct
+        elif bound == "memory":
+            pct = mem_pct
             evidence = f"memory throughput {mem_pct:.0f}% of peak (compute {sm_pct:.0f}%)"
         else:
-            bound, pct = "compute", sm_pct
+            pct = sm_pct
             evidence = f"compute throughput {sm_pct:.0f}% of peak (memory {mem_pct:.0f}%)"
     elif not (np.isnan(ai) or np.isnan(ridge)):
         mem_roof = dram["bandwidth"] / dram["peak_bandwidth"] * 100

@@ -21,6 +21,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
+from ..rules_engine.findings import SEVERITY_RANK
 from .charts import BOUND_COLORS, roofline_svg
 from .html_context import (
     FindingGroup,
@@ -34,7 +35,7 @@ from .html_context import (
 )
 
 NOT_MEASURED = Markup('<span class="nm">not measured</span>')
-SEVERITIES = ("critical", "high", "medium", "low", "info")
+SEVERITIES = tuple(SEVERITY_RANK)  # the rule schema's levels, most severe first
 BOUNDS = tuple(BOUND_COLORS)
 # Occupancy block limits, in the order ncu's Occupancy section lists them.
 LIMIT_LABELS = {
@@ -795,7 +796,9 @@ SHAPE_LABELS = {
     "blocks_per_sm": ("Resident blocks per SM", ""),
     "full_waves": ("Full waves", ""),
     "partial_wave_fill": ("Last wave filled", "%"),
-    "tail_effect_pct": ("Time at risk in the tail", "%"),
+    # The same figure as the launch-config.tail-effect finding (derive/launch_shape.py).
+    "tail_idle_slots_pct": ("Time lost to the partial last wave", "%"),
+    "tail_effect_pct": ("ncu's upper bound for the tail", "%"),
     "idle_sm_pct": ("SMs left without a block", "%"),
     "wasted_lanes_pct": ("Idle lanes in partial warps", "%"),
 }

@@ -1,164 +1,39 @@
-"""Evaluate rules on every launch: findings, and what could not be evaluated."""
+"""Evaluate rules on every launch: findings, and what could not be evaluated.
+
+Data rules are judged on all launches at once (:mod:`.conditions`); function rules
+(:mod:`.functions`) look across launches. Both build findings through :mod:`.findings`.
+"""
 
 from __future__ import annotations
 
-import csv
-import math
-import re
-from dataclasses import asdict, dataclass, field
-from functools import lru_cache
-from importlib import resources
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from ..derive.quantities import label_of, metrics_of, unit_of
-from .schema import All, Any_, Comparison, Not, Rule
+from ..derive.quantities import inputs_of
+from .conditions import condition_mask, severity_levels
+from .findings import (
+    CONFIDENCE_STEPS,
+    SEVERITY_RANK,
+    Finding,
+    NotEvaluated,
+    cap_severity,
+    collect_with,
+    evidence_of,
+    fill_template,
+    lower_confidence,
+    make_finding,
+    not_evaluated,
+)
+from .functions import FUNCTIONS
+from .schema import Rule
 
-SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2, "info": 3}
-CONFIDENCE_STEPS = ("high", "medium", "low")
-
-
-def lower_confidence(confidence: str) -> str:
-    """One step less sure (low stays low)."""
-    i = CONFIDENCE_STEPS.index(confidence)
-    return CONFIDENCE_STEPS[min(i + 1, len(CONFIDENCE_STEPS) - 1)]
-
-
-def cap_severity(severity: str, cap: str) -> str:
-    """The milder of two severities."""
-    return severity if SEVERITY_RANK[severity] >= SEVERITY_RANK[cap] else cap
-
-
-@dataclass
-class Finding:
-    """One piece of advice about one launch (or the application)."""
-
-    rule: str
-    category: str
-    severity: str
-    confidence: str
-    title: str
-    evidence: dict[str, dict]
-    advice: str
-    explanation: str
-    estimated_speedup_pct: float | None
-    estimated_saving_ns: float | None
-    demo: str | None
-    references: list[str] = field(default_factory=list)
-    launch: int | None = None
-    kernel_ids: list[int] = field(default_factory=list)
-    launch_ids: list[int] = field(default_factory=list)  # application findings: launches
-    # Where the evidence came from: "metrics", "ncu-rule" (values stated by Nsight Compute's
-    # rule messages, as on a details-page export) or "both" (metrics, and an ncu rule of the
-    # same category fired on the launch).
-    evidence_source: str = "metrics"
-    origin: str | None = None  # whose kernel (user, cublas, pytorch, ...)
-    note: str | None = None  # why severity or advice were adjusted (library kernel, short launch)
-    # Findings that live on lines: the top source lines of the cause (derive/source_lines.py),
-    # or how to collect source-level counters when the input lacks them.
-    source_lines: list[dict] = field(default_factory=list)
-    source_cause: str | None = None
-    collect_with: str | None = None
-
-    def to_dict(self) -> dict:
-        """Return the JSON form (contract field names)."""
-        return asdict(self)
-
-
-@dataclass
-class NotEvaluated:
-    """A rule that could not run on a launch because metrics are missing."""
-
-    rule: str
-    category: str
-    missing: list[str]
-    collect_with: str
-    launch: int | None = None
-
-    def to_dict(self) -> dict:
-        """Return the JSON form."""
-        return asdict(self)
-
-
-@lru_cache(maxsize=1)
-def _metric_sections() -> dict[str, tuple[str, str]]:
-    path = resources.files("ncu_advisor").joinpath("data/metric_sections.csv")
-    with path.open("r") as fh:
-        return {row["metric"]: (row["section"], row["set"]) for row in csv.DictReader(fh)}
-
-
-def collect_with(metrics: list[str]) -> str:
-    """Say how to collect metrics: the ncu section (and the smallest set) or ``--metrics``."""
-    table = _metric_sections()
-    parts, loose = [], []
-    for metric in metrics:
-        if metric in table:
-            section, set_name = table[metric]
-            text = f"--section {section}" + (f" (in --set {set_name})" if set_name else "")
-            if text not in parts:
-                parts.append(text)
-        else:
-            loose.append(metric)
-    if loose:
-        parts.append("--metrics " + ",".join(loose))
-    return "; ".join(parts)
-
-
-_FIELD = re.compile(r"\{([a-z0-9_]+)(?::([^{}]*))?\}")
-
-
-def render_text(template: str, values: dict[str, float]) -> str:
-    """Fill ``{quantity:.1f}`` fields; only plain quantity names are allowed (no attributes)."""
-    def sub(match: re.Match) -> str:
-        name, spec = match.group(1), match.group(2) or ".3g"
-        value = values.get(name)
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            return "n/a"
-        try:
-            return format(value, spec)
-        except (ValueError, TypeError):
-            return str(value)
-    return _FIELD.sub(sub, template)
-
-
-def _evaluate(cond, row: dict[str, float]) -> bool:
-    if isinstance(cond, All):
-        return all(_evaluate(c, row) for c in cond.all)
-    if isinstance(cond, Any_):
-        return any(_evaluate(c, row) for c in cond.any)
-    if isinstance(cond, Not):
-        return not _evaluate(cond.not_, row)
-    assert isinstance(cond, Comparison)
-    left = row.get(cond.q, np.nan)
-    rhs = getattr(cond, cond.op)
-    right = (row.get(rhs, np.nan) if isinstance(rhs, str) else rhs) * cond.times
-    if left is None or right is None or np.isnan(left) or np.isnan(right):
-        return False  # a missing value never makes a condition true
-    return {"lt": left < right, "le": left <= right, "gt": left > right, "ge": left >= right,
-            "eq": left == right, "ne": left != right}[cond.op]
-
-
-def _mask(cond, q: pd.DataFrame) -> np.ndarray:
-    """Evaluate a condition on every launch at once (one boolean per row of ``q``)."""
-    if isinstance(cond, All):
-        return np.logical_and.reduce([_mask(c, q) for c in cond.all])
-    if isinstance(cond, Any_):
-        return np.logical_or.reduce([_mask(c, q) for c in cond.any])
-    if isinstance(cond, Not):
-        return ~_mask(cond.not_, q)
-    nan = np.full(len(q), np.nan)
-    left = q[cond.q].to_numpy(dtype=float) if cond.q in q else nan
-    rhs = getattr(cond, cond.op)
-    if isinstance(rhs, str):
-        right = (q[rhs].to_numpy(dtype=float) if rhs in q else nan) * cond.times
-    else:
-        right = np.full(len(q), rhs * cond.times)
-    known = ~(np.isnan(left) | np.isnan(right))  # a missing value never makes it true
-    with np.errstate(invalid="ignore"):
-        result = {"lt": left < right, "le": left <= right, "gt": left > right,
-                  "ge": left >= right, "eq": left == right, "ne": left != right}[cond.op]
-    return result & known
+__all__ = [
+    "CONFIDENCE_STEPS", "SEVERITY_RANK", "Finding", "NotEvaluated", "Provenance", "cap_severity",
+    "collect_with", "estimate_pct", "evaluate", "evidence_of", "fill_template",
+    "lower_confidence",
+]
 
 
 def estimate_pct(rule: Rule, row: dict[str, float]) -> float | None:
@@ -182,17 +57,6 @@ def estimate_pct(rule: Rule, row: dict[str, float]) -> float | None:
     return float(min(max(pct, 0.0), est.cap))
 
 
-def evidence_of(names: list[str], row: dict[str, float]) -> dict[str, dict]:
-    """Evidence entries: value, unit and label of each quantity present."""
-    out = {}
-    for name in names:
-        value = row.get(name, np.nan)
-        if value is None or np.isnan(value):
-            continue
-        out[name] = {"value": float(value), "unit": unit_of(name), "label": label_of(name)}
-    return out
-
-
 @dataclass(frozen=True)
 class Provenance:
     """Which quantity values ncu's rule messages stated, and which ncu rules fired where."""
@@ -202,38 +66,38 @@ class Provenance:
 
     def source(self, rule: Rule, launch: int) -> str:
         """Where a finding of ``rule`` on ``launch`` takes its evidence from."""
-        if any(launch in self.from_ncu_rule.get(q, ()) for q in rule.requires):
+        if any(launch in self.from_ncu_rule.get(q, ()) for q in rule.needs):
             return "ncu-rule"
         if rule.category in self.ncu_categories.get(launch, ()):
             return "both"
         return "metrics"
 
 
-def _finding(rule: Rule, launch: int, row: dict[str, float], duration_ns: float,
-             provenance: Provenance | None = None) -> Finding:
-    """The finding of a data rule whose condition holds on one launch."""
-    severity = next(s.level for s in rule.severity if s.when is None or _evaluate(s.when, row))
-    pct = estimate_pct(rule, row)
-    saving = pct / 100.0 * duration_ns if pct is not None and not np.isnan(duration_ns) else None
-    source = provenance.source(rule, launch) if provenance is not None else "metrics"
-    # ncu's messages round their numbers and state only what crossed ncu's own thresholds.
-    confidence = lower_confidence(rule.confidence) if source == "ncu-rule" else rule.confidence
-    return Finding(
-        rule=rule.id, category=rule.category, severity=severity, confidence=confidence,
-        evidence_source=source,
-        title=render_text(rule.title, row), evidence=evidence_of(rule.evidence, row),
-        advice=render_text(rule.fix.strip(), row),
-        explanation=render_text(rule.explanation.strip(), row),
-        estimated_speedup_pct=pct, estimated_saving_ns=saving, demo=rule.demo,
-        references=list(rule.references), launch=launch,
-    )
+def _unknown(name: str, quantities: pd.DataFrame, memo: dict) -> np.ndarray:
+    """Where a quantity is missing for lack of a metric (one boolean per launch).
+
+    A measured quantity is missing where it is NaN. A derived one only where it is NaN *and*
+    one of its inputs is missing: a ratio over zero DRAM bytes, or the FP64 share of a kernel
+    without floating-point work, is a condition that does not hold, not a metric to collect.
+    """
+    if name not in memo:
+        value = (quantities[name].isna().to_numpy() if name in quantities
+                 else np.ones(len(quantities), dtype=bool))
+        inputs = inputs_of(name)
+        if inputs:
+            value = value & np.logical_or.reduce([_unknown(i, quantities, memo) for i in inputs])
+        memo[name] = value
+    return memo[name]
 
 
-def _not_evaluated(rule: Rule, launch: int | None,
-                   missing_quantities: list[str]) -> NotEvaluated:
-    """Say which metrics a rule lacked (on one launch, or the application) and how to get them."""
-    metrics = list(dict.fromkeys(m for q in missing_quantities for m in metrics_of(q)))
-    return NotEvaluated(rule.id, rule.category, metrics, collect_with(metrics), launch)
+def _missing_inputs(name: str, row: int, memo: dict) -> list[str]:
+    """The measured quantities behind ``name`` missing on one row (what to collect)."""
+    if not memo[name][row]:
+        return []
+    inputs = inputs_of(name)
+    if not inputs:
+        return [name]
+    return [m for i in inputs for m in _missing_inputs(i, row, memo)]
 
 
 def evaluate(rules: list[Rule], quantities: pd.DataFrame, launches: pd.DataFrame,
@@ -241,30 +105,42 @@ def evaluate(rules: list[Rule], quantities: pd.DataFrame, launches: pd.DataFrame
              ) -> tuple[list[Finding], list[NotEvaluated]]:
     """Evaluate every kernel-scope data rule on every launch, and every function rule.
 
-    Conditions are evaluated on all launches at once; findings are built only where a rule
-    fires, and not-evaluated entries only where its required quantities are missing.
+    A launch lacking a quantity the rule needs (:attr:`Rule.needs`) gets a not-evaluated
+    entry; elsewhere the condition, severity steps and estimate are judged on all launches at
+    once, and findings are built only where the rule fires.
     """
-    from .functions import FUNCTIONS
-
     findings: list[Finding] = []
     skipped: list[NotEvaluated] = []
     durations = dict(zip(launches["launch"], launches["duration_ns"], strict=True))
     index = quantities.index.to_numpy()
+    unknown: dict[str, np.ndarray] = {}  # quantity -> where it is missing, shared by all rules
     for rule in rules:
         if rule.function is not None:
             f, s = FUNCTIONS[rule.function](rule, quantities, launches)
             findings.extend(f)
             skipped.extend(s)
             continue
-        required = quantities.reindex(columns=rule.requires).isna().to_numpy()
-        incomplete = required.any(axis=1)
-        fires = ~incomplete & (_mask(rule.when, quantities) if rule.when is not None
-                               else np.zeros(len(index), dtype=bool))
+        incomplete = np.zeros(len(index), dtype=bool)
+        for name in rule.needs:
+            incomplete |= _unknown(name, quantities, unknown)
+        fires = ~incomplete & condition_mask(rule.when, quantities)
         for i in np.flatnonzero(incomplete):
-            absent = [q for q, gone in zip(rule.requires, required[i], strict=True) if gone]
-            skipped.append(_not_evaluated(rule, int(index[i]), absent))
-        for i in np.flatnonzero(fires):
-            launch = int(index[i])
-            findings.append(_finding(rule, launch, quantities.iloc[i].to_dict(),
-                                     durations.get(launch, np.nan), provenance))
+            missing = [m for name in rule.needs for m in _missing_inputs(name, i, unknown)]
+            skipped.append(not_evaluated(rule, int(index[i]), list(dict.fromkeys(missing))))
+        rows = np.flatnonzero(fires)
+        if not len(rows):
+            continue
+        firing = quantities.iloc[rows]
+        levels = severity_levels(rule, firing)
+        for level, (launch, values) in zip(levels, firing.iterrows(), strict=True):
+            launch = int(launch)
+            values = values.to_dict()
+            source = provenance.source(rule, launch) if provenance is not None else "metrics"
+            # ncu's messages round their numbers and state only what crossed its thresholds.
+            confidence = (lower_confidence(rule.confidence) if source == "ncu-rule"
+                          else rule.confidence)
+            findings.append(make_finding(
+                rule, values, severity=level, confidence=confidence, launch=launch,
+                speedup_pct=estimate_pct(rule, values),
+                duration_ns=durations.get(launch, np.nan), evidence_source=source))
     return findings, skipped

@@ -11,14 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from .engine import (
-    Finding,
-    NotEvaluated,
-    _not_evaluated,
-    cap_severity,
-    evidence_of,
-    render_text,
-)
+from .findings import Finding, NotEvaluated, cap_severity, make_finding, not_evaluated
 from .schema import Rule
 
 RuleResult = tuple[list[Finding], list[NotEvaluated]]
@@ -26,15 +19,8 @@ RuleFunction = Callable[[Rule, pd.DataFrame, pd.DataFrame], RuleResult]
 
 
 def _missing(rule: Rule, quantities: pd.DataFrame) -> NotEvaluated | None:
-    absent = [q for q in rule.requires if quantities.get(q, pd.Series(dtype=float)).isna().all()]
-    return _not_evaluated(rule, None, absent) if absent else None
-
-
-def _severity(rule: Rule, row: dict) -> str:
-    """The first severity step that holds for ``row`` (for a chain: its first kernel)."""
-    from .engine import _evaluate
-
-    return next(s.level for s in rule.severity if s.when is None or _evaluate(s.when, row))
+    absent = [q for q in rule.needs if quantities.get(q, pd.Series(dtype=float)).isna().all()]
+    return not_evaluated(rule, None, absent) if absent else None
 
 
 def _same(a, b) -> bool:
@@ -118,7 +104,9 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
     q = quantities.reindex(launches["launch"])
     # Far below the H200 ridge (~14 FLOP/byte): the DRAM traffic, not the math, sets the time.
     low_intensity = q["arith_intensity_dram"].fillna(0.0) < 4.0
-    memory_bound = (q["mem_pct"] >= q["sm_pct"]) & low_intensity & (q["mem_pct"] >= 30.0)
+    # Not "memory-bound" (derive/bound.py: >= 60% of peak): a chain link only has to stream
+    # memory, busier than compute at low intensity, from 30% of peak (short eager ops).
+    streams_memory = (q["mem_pct"] >= q["sm_pct"]) & low_intensity & (q["mem_pct"] >= 30.0)
     # A details-page export has DRAM bytes but not the read/write split: take half each way.
     # That cannot tell a reduction (reads much, writes little) from a map, so without the split
     # only elementwise ops (which write what they read) or launches of one NVTX range link.
@@ -132,7 +120,7 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
     rows = {int(r.launch): r for r in launches.itertuples(index=False)}
 
     def candidate(launch: int) -> bool:
-        return (bool(memory_bound.get(launch, False)) and _fusable(rows[launch])
+        return (bool(streams_memory.get(launch, False)) and _fusable(rows[launch])
                 and judgeable[launch])
 
     chains = _runs(
@@ -160,32 +148,24 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
         values = {"chain_length": float(len(chain)), "saving_pct": pct or 0.0,
                   "traffic_ratio": total / ideal if ideal else np.nan}
         names = launches.set_index("launch").loc[chain, "short_name"].tolist()
-        severity = _severity(rule, sub.iloc[0].to_dict())
-        # Severity follows confidence: a chain we are less sure of cannot rank above it.
-        severity = cap_severity(severity, {"high": "high", "medium": "medium"}.get(confidence,
-                                                                                     "low"))
-        findings.append(Finding(
-            rule=rule.id, category=rule.category, severity=severity,
-            confidence=confidence,
-            title=render_text(rule.title, values) + ": " + " -> ".join(names),
+        first = {**sub.iloc[0].to_dict(), **values}  # severity steps read the first kernel
+        finding = make_finding(
+            rule, first, confidence=confidence, speedup_pct=pct, duration_ns=duration,
+            title_suffix=": " + " -> ".join(names),
             evidence={"dram_bytes_chain": {"value": total, "unit": "byte",
                                            "label": "DRAM bytes moved by the chain"},
                       "dram_bytes_fused": {"value": ideal, "unit": "byte",
                                            "label": "DRAM bytes if fused (first reads + last "
-                                                    "writes)"},
-                      **evidence_of(rule.evidence, sub.iloc[0].to_dict())},
-            advice=render_text(rule.fix.strip(), values),
-            explanation=render_text(rule.explanation.strip(), values),
-            estimated_speedup_pct=pct,
-            estimated_saving_ns=pct / 100.0 * duration if pct is not None else None,
-            demo=rule.demo, references=list(rule.references), launch=None,
+                                                    "writes)"}},
             kernel_ids=[int(i) for i in launches.set_index("launch").loc[chain, "id"]
                         if not pd.isna(i)],
-            launch_ids=[int(c) for c in chain],
-        ))
-    unjudged = [c for c, ok in judgeable.items() if not ok and memory_bound.get(c, False)]
+            launch_ids=[int(c) for c in chain])
+        # Severity follows confidence: a chain we are less sure of cannot rank above it.
+        finding.severity = cap_severity(finding.severity, confidence)
+        findings.append(finding)
+    unjudged = [c for c, ok in judgeable.items() if not ok and streams_memory.get(c, False)]
     if unjudged:  # say so instead of staying silent about them
-        return findings, [_not_evaluated(rule, None, ["dram_read_bytes", "dram_write_bytes"])]
+        return findings, [not_evaluated(rule, None, ["dram_read_bytes", "dram_write_bytes"])]
     return findings, []
 
 
@@ -231,24 +211,17 @@ def multi_pass(rule: Rule, quantities: pd.DataFrame,
         values = {"passes": float(len(group)), "saving_pct": pct,
                   "read_multiple": reads / float(sub["dram_read_bytes"].max())}
         names = by_launch.loc[group, "short_name"].tolist()
-        findings.append(Finding(
-            rule=rule.id, category=rule.category, severity=_severity(rule, sub.iloc[0].to_dict()),
-            confidence=rule.confidence,
-            title=render_text(rule.title, values) + ": " + " -> ".join(names),
+        findings.append(make_finding(
+            rule, {**sub.iloc[0].to_dict(), **values}, speedup_pct=pct, duration_ns=duration,
+            title_suffix=": " + " -> ".join(names),
             evidence={"dram_read_bytes_passes": {"value": reads, "unit": "byte",
                                                  "label": "DRAM bytes read by all passes"},
                       "dram_read_bytes_once": {"value": float(sub["dram_read_bytes"].max()),
                                                "unit": "byte",
-                                               "label": "DRAM bytes of one pass over the input"},
-                      **evidence_of(rule.evidence, sub.iloc[0].to_dict())},
-            advice=render_text(rule.fix.strip(), values),
-            explanation=render_text(rule.explanation.strip(), values),
-            estimated_speedup_pct=pct, estimated_saving_ns=pct / 100.0 * duration,
-            demo=rule.demo, references=list(rule.references), launch=None,
+                                               "label": "DRAM bytes of one pass over the input"}},
             kernel_ids=[int(by_launch.at[g, "id"]) for g in group
                         if not pd.isna(by_launch.at[g, "id"])],
-            launch_ids=[int(g) for g in group],
-        ))
+            launch_ids=[int(g) for g in group]))
     return findings, []
 
 
@@ -268,24 +241,23 @@ def hot_spots(rule: Rule, quantities: pd.DataFrame,
         if share < 20.0:
             break
         values = {"time_share_pct": share, "launch_count": float(row["count"])}
-        severity = "info"
-        findings.append(Finding(
-            rule=rule.id, category=rule.category, severity=severity, confidence=rule.confidence,
-            title=f"{name}: " + render_text(rule.title, values),
+        findings.append(make_finding(
+            rule, values, title_prefix=f"{name}: ",
             evidence={"time_share_pct": {"value": share, "unit": "%",
                                          "label": "share of total GPU time"},
                       "launches": {"value": float(row["count"]), "unit": "",
                                    "label": "launches of this kernel"}},
-            advice=render_text(rule.fix.strip(), values),
-            explanation=render_text(rule.explanation.strip(), values),
-            estimated_speedup_pct=None, estimated_saving_ns=None, demo=rule.demo,
-            references=list(rule.references), launch=None,
             kernel_ids=[int(i) for i in row["ids"] if not pd.isna(i)],
-            launch_ids=[int(i) for i in row["launch_ids"]],
-        ))
+            launch_ids=[int(i) for i in row["launch_ids"]]))
     return findings, []
 
 
+# The values each function gives a rule's title and texts besides the quantities.
+FUNCTION_VALUES: dict[str, set[str]] = {
+    "fusion_chain": {"chain_length", "saving_pct", "traffic_ratio"},
+    "multi_pass": {"passes", "saving_pct", "read_multiple"},
+    "hot_spots": {"time_share_pct", "launch_count"},
+}
 FUNCTIONS: dict[str, RuleFunction] = {
     "fusion_chain": fusion_chain,
     "multi_pass": multi_pass,

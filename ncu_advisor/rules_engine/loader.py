@@ -1,4 +1,10 @@
-"""Load rule files (TOML) from the shipped ``rules/`` folder and from user folders."""
+"""Load rule files (TOML) from the shipped ``rules/`` folder and from user folders.
+
+Every problem of every file is collected before anything fails (``ncu-advise rules --check``
+shows them all at once): TOML syntax, fields, condition forms, quantity and placeholder names
+(with "did you mean"), id / category / file-name agreement, and duplicate ids. Test cases of a
+rule (``RULE.cases.toml``) sit beside it and are not rules.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,10 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ..errors import RuleDefinitionError
-from .schema import Rule
+from .functions import FUNCTION_VALUES, FUNCTIONS
+from .schema import CONDITION_TAGS, Rule, cross_checks, did_you_mean
+
+CASES_SUFFIX = ".cases.toml"
 
 
 def builtin_rules_dir() -> Path:
@@ -20,44 +29,94 @@ def builtin_rules_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "rules"
 
 
-def load_rule_file(path: Path) -> Rule:
-    """Parse and validate one rule file; errors name the file and the field."""
+def rule_files(folder: Path) -> list[Path]:
+    """The rule files of a folder (its ``*.toml`` except test cases), sorted."""
+    return sorted(p for p in folder.glob("*.toml") if not p.name.endswith(CASES_SUFFIX))
+
+
+def _field_error(error: dict) -> str:
+    loc = [str(p) for p in error["loc"] if p not in CONDITION_TAGS]
+    msg = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        fields = set(Rule.model_fields) | {"not"}
+        msg = f"unknown field{did_you_mean(loc[-1], fields) if loc else ''}"
+    elif error["type"] == "missing":
+        msg = "missing (required)"
+    if msg.startswith("field "):  # a check across fields names its own field
+        return msg
+    return f"field {'.'.join(loc)}: {msg}" if loc else msg
+
+
+def check_rule_file(path: Path) -> tuple[Rule | None, list[str]]:
+    """Parse and validate one rule file: the rule (None if invalid) and every problem found."""
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
-        raise RuleDefinitionError(f"{path}: cannot read rule file ({exc})") from None
+        return None, [f"cannot read rule file ({exc})"]
     except tomllib.TOMLDecodeError as exc:
-        raise RuleDefinitionError(f"{path}: invalid TOML ({exc})") from None
+        return None, [f"invalid TOML ({exc})"]
+    problems: list[str] = []
+    rule = None
     try:
         rule = Rule.model_validate(data)
     except ValidationError as exc:
-        problems = [f"field {'.'.join(str(p) for p in e['loc']) or '(file)'}: {e['msg']}"
-                    for e in exc.errors()[:3]]
-        more = f" (and {exc.error_count() - 3} more)" if exc.error_count() > 3 else ""
-        raise RuleDefinitionError(f"{path}: {'; '.join(problems)}{more}") from None
-    if path.stem != rule.id:
-        raise RuleDefinitionError(f"{path}: field id: {rule.id!r} must match the file name")
-    if rule.function is not None:
-        from .functions import FUNCTIONS
+        problems += [_field_error(e) for e in exc.errors() if e["loc"]]
+    function = data.get("function")
+    problems += cross_checks(data, FUNCTION_VALUES.get(function, set()) if function else None)
+    if isinstance(data.get("id"), str) and path.stem != data["id"]:
+        problems.append(f"field id: {data['id']!r} must match the file name "
+                        f"(rename the file to {data['id']}.toml)")
+    if isinstance(function, str) and function not in FUNCTIONS:
+        problems.append(f"field function: unknown function {function!r}"
+                        f"{did_you_mean(function, FUNCTIONS)} (known: "
+                        f"{', '.join(sorted(FUNCTIONS))})")
+    problems = list(dict.fromkeys(problems))
+    return (rule if not problems else None), problems
 
-        if rule.function not in FUNCTIONS:
-            raise RuleDefinitionError(
-                f"{path}: field function: unknown function {rule.function!r} "
-                f"(known: {', '.join(sorted(FUNCTIONS))})")
+
+def load_rule_file(path: Path) -> Rule:
+    """Parse and validate one rule file; the error names the file and every bad field."""
+    rule, problems = check_rule_file(path)
+    if problems:
+        raise RuleDefinitionError("\n".join(f"{path}: {p}" for p in problems))
+    assert rule is not None
     return rule
 
 
-def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True) -> list[Rule]:
-    """Load the built-in rules plus every ``*.toml`` in ``extra_dirs``; ids must be unique."""
-    dirs = ([builtin_rules_dir()] if builtin else []) + list(extra_dirs or [])
-    rules: dict[str, Rule] = {}
+def check_rules(extra_dirs: list[Path] | None = None, builtin: bool = True,
+                ) -> tuple[list[Rule], list[str]]:
+    """Load the built-in rules plus every rule file of ``extra_dirs``; every problem found.
+
+    Problems read ``PATH: message``. An id may be defined once: a user rule with a built-in
+    rule's id is an error (give yours its own id), never a silent replacement.
+    """
+    home = builtin_rules_dir().resolve()
+    extra = [d for d in extra_dirs or [] if not (builtin and d.resolve() == home)]
+    dirs = ([builtin_rules_dir()] if builtin else []) + extra
+    rules: list[Rule] = []
+    where: dict[str, Path] = {}
+    problems: list[str] = []
     for folder in dirs:
         if not folder.is_dir():
-            raise RuleDefinitionError(f"{folder}: rules folder does not exist")
-        for path in sorted(folder.glob("*.toml")):
-            rule = load_rule_file(path)
-            if rule.id in rules and folder != dirs[0]:
-                # A user folder may override a built-in rule of the same id on purpose.
-                pass
-            rules[rule.id] = rule
-    return list(rules.values())
+            problems.append(f"{folder}: rules folder does not exist")
+            continue
+        for path in rule_files(folder):
+            rule, found = check_rule_file(path)
+            problems += [f"{path}: {p}" for p in found]
+            if rule is None:
+                continue
+            if rule.id in where:
+                problems.append(f"{path}: field id: {rule.id!r} is already defined by "
+                                f"{where[rule.id]}; give this rule its own id")
+                continue
+            where[rule.id] = path
+            rules.append(rule)
+    return rules, problems
+
+
+def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True) -> list[Rule]:
+    """Load the built-in rules plus every rule file in ``extra_dirs``; ids must be unique."""
+    rules, problems = check_rules(extra_dirs, builtin)
+    if problems:
+        raise RuleDefinitionError("\n".join(problems))
+    return rules

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ..derive.origin import OriginTable
-from .engine import Finding, cap_severity
+from .findings import Finding, cap_severity
 
 # Below this a launch is dominated by launch overhead: its own inefficiency costs next to
 # nothing, and many such launches are a batching question, not a kernel one.

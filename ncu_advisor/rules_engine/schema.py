@@ -8,12 +8,22 @@ function registered in :mod:`ncu_advisor.rules_engine.functions`.
 
 from __future__ import annotations
 
+import difflib
+import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
 from ..checklist import CATEGORIES
-from ..derive.quantities import known
+from ..derive.quantities import known, quantity_names
 
 SEVERITIES = ("high", "medium", "low", "info")
 _OPS = ("lt", "le", "gt", "ge", "eq", "ne")
@@ -23,10 +33,27 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def did_you_mean(name: str, choices) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``choices``, or nothing."""
+    close = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
+
+
 def _check_quantity(name: str) -> str:
     if not known(name):
-        raise ValueError(f"unknown quantity {name!r} (see ncu_advisor/derive/quantities.py)")
+        raise ValueError(f"unknown quantity {name!r}{did_you_mean(name, quantity_names())}; "
+                         "`ncu-advise rules --quantities` lists them")
     return name
+
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.]+)(?::[^{}]*)?\}")
+
+
+def placeholders(text: str) -> list[str]:
+    """The ``{name}`` / ``{name:.1f}`` fields of a rule's title or text."""
+    return _PLACEHOLDER.findall(text)
 
 
 class Comparison(_Strict):
@@ -43,6 +70,31 @@ class Comparison(_Strict):
     eq: float | str | None = None
     ne: float | str | None = None
     times: float = 1.0
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data):
+        if not isinstance(data, dict):
+            return data
+        problems = []  # every mistake of this comparison in one message
+        allowed = {"q", "times", *_OPS}
+        for key in data:
+            if key not in allowed:
+                problems.append(
+                    f"unknown operator {key!r}{did_you_mean(key, _OPS)}; write "
+                    f"{{ q = QUANTITY, OP = NUMBER or QUANTITY }} with OP one of "
+                    f"{', '.join(_OPS)}")
+        if "q" not in data:
+            problems.append("a comparison needs q = \"QUANTITY\"")
+        for key in ("q", *_OPS):
+            name = data.get(key)
+            if isinstance(name, str) and not known(name):
+                problems.append(f"unknown quantity {name!r}"
+                                f"{did_you_mean(name, quantity_names())}; "
+                                "`ncu-advise rules --quantities` lists them")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return data
 
     @field_validator("q")
     @classmethod
@@ -69,6 +121,10 @@ class Comparison(_Strict):
         rhs = getattr(self, self.op)
         return {self.q} | ({rhs} if isinstance(rhs, str) else set())
 
+    def necessary(self) -> set[str]:
+        """Quantities without which the condition cannot hold: both sides."""
+        return self.quantities()
+
 
 class All(_Strict):
     """Every sub-condition holds."""
@@ -78,6 +134,10 @@ class All(_Strict):
     def quantities(self) -> set[str]:
         """Quantities the condition reads."""
         return set().union(*(c.quantities() for c in self.all))
+
+    def necessary(self) -> set[str]:
+        """Every part must hold: what any part needs."""
+        return set().union(*(c.necessary() for c in self.all))
 
 
 class Any_(_Strict):
@@ -89,6 +149,11 @@ class Any_(_Strict):
         """Quantities the condition reads."""
         return set().union(*(c.quantities() for c in self.any))
 
+    def necessary(self) -> set[str]:
+        """One part must hold: only what every alternative needs."""
+        parts = [c.necessary() for c in self.any]
+        return set.intersection(*parts) if parts else set()
+
 
 class Not(_Strict):
     """The sub-condition does not hold."""
@@ -99,8 +164,33 @@ class Not(_Strict):
         """Quantities the condition reads."""
         return self.not_.quantities()
 
+    def necessary(self) -> set[str]:
+        """Nothing: ``not`` of a missing comparison holds (the "unless we know" guard)."""
+        return set()
 
-Condition = Annotated[Comparison | All | Any_ | Not, Field(union_mode="left_to_right")]
+
+# The tags pydantic adds to an error's location; error messages leave them out.
+CONDITION_TAGS = ("comparison", "all-of", "any-of", "not-of")
+
+
+def _condition_kind(value) -> str | None:
+    """Which of the four condition forms a value is, from its keys (one error, not nine)."""
+    if isinstance(value, dict):
+        for key, tag in (("all", "all-of"), ("any", "any-of"), ("not", "not-of")):
+            if key in value:
+                return tag
+        return "comparison" if {"q", *_OPS} & set(value) else None
+    return {Comparison: "comparison", All: "all-of", Any_: "any-of", Not: "not-of"}.get(
+        type(value))
+
+
+Condition = Annotated[
+    Annotated[Comparison, Tag("comparison")] | Annotated[All, Tag("all-of")]
+    | Annotated[Any_, Tag("any-of")] | Annotated[Not, Tag("not-of")],
+    Discriminator(_condition_kind, custom_error_type="condition",
+                  custom_error_message="a condition is { q = QUANTITY, lt = 16 }, "
+                                       "{ all = [...] }, { any = [...] } or { not = {...} }"),
+]
 All.model_rebuild()
 Any_.model_rebuild()
 Not.model_rebuild()
@@ -151,10 +241,13 @@ class Rule(_Strict):
     """One rule file."""
 
     id: str = Field(pattern=r"^[a-z0-9-]+\.[a-z0-9.-]+$")
-    category: Literal[CATEGORIES]  # type: ignore[valid-type]
+    # A checklist category (CATEGORIES) or one of the user's own; the id starts with it.
+    category: str = Field(pattern=r"^[a-z0-9-]+$")
     title: str
+    # kernel: a condition judged on each launch; application: a function over all launches.
     scope: Literal["kernel", "application"] = "kernel"
     confidence: Literal["high", "medium", "low"]
+    # Quantities needed beyond those the condition itself needs (see ``needs``); rarely set.
     requires: list[str] = Field(default_factory=list)
     when: Condition | None = None
     function: str | None = None
@@ -174,12 +267,27 @@ class Rule(_Strict):
         return [_check_quantity(x) for x in v]
 
     @model_validator(mode="after")
-    def _condition_or_function(self) -> Rule:
-        if (self.when is None) == (self.function is None):
-            raise ValueError("a rule needs exactly one of 'when' (data) or 'function' (Python)")
-        if self.severity[-1].when is not None:
-            raise ValueError("the last severity step must have no 'when' (the default)")
+    def _consistent(self) -> Rule:
+        problems = cross_checks(self.model_dump(by_alias=True, exclude_none=True))
+        if problems:
+            raise ValueError(problems[0])
         return self
+
+    @property
+    def needs(self) -> list[str]:
+        """The quantities without which the rule cannot be judged on a launch.
+
+        Derived from the condition (what every way of satisfying it reads: ``all`` takes the
+        union, ``any`` what its alternatives share, ``not`` nothing) plus ``requires``.
+        Evidence, severity steps and the estimate only show what is present.
+        """
+        derived = sorted(self.when.necessary()) if self.when is not None else []
+        return list(dict.fromkeys([*derived, *self.requires]))
+
+    @property
+    def is_checklist(self) -> bool:
+        """Whether the category is one of the optimization checklist's."""
+        return self.category in CATEGORIES
 
     def quantities(self) -> set[str]:
         """Every quantity the rule reads."""
@@ -192,6 +300,50 @@ class Rule(_Strict):
         if self.estimate:
             names |= {n for n in (self.estimate.quantity, self.estimate.scale) if n}
         return names
+
+
+def cross_checks(data: dict, function_values: set[str] | None = None) -> list[str]:
+    """Problems across fields of a rule file's data (all of them, not the first).
+
+    Run on the raw TOML data by the rule checker, so they are reported beside the field
+    errors; ``function_values`` are the extra placeholders a function rule's texts may use
+    (unchecked when None).
+    """
+    problems = []
+    rule_id, category = data.get("id"), data.get("category")
+    if ("when" in data) == ("function" in data):
+        problems.append("field when: a rule needs exactly one of 'when' (data) or 'function' "
+                        "(Python)")
+    steps = data.get("severity")
+    if isinstance(steps, list) and steps and isinstance(steps[-1], dict) and "when" in steps[-1]:
+        problems.append("field severity: the last step must have no 'when' (the default)")
+    if isinstance(rule_id, str) and isinstance(category, str):
+        prefix = rule_id.split(".", 1)[0]
+        if prefix != category:
+            problems.append(f"field category: the id {rule_id!r} must start with its category "
+                            f"'{category}.' (or set category = {prefix!r})")
+    scope, function = data.get("scope", "kernel"), data.get("function")
+    if function is not None and scope != "application":
+        problems.append("field scope: a 'function' rule looks across launches: "
+                        "scope = 'application'")
+    if function is None and scope == "application":
+        problems.append("field scope: a 'when' condition is judged per launch: scope = 'kernel' "
+                        "(application-scope rules name a 'function')")
+    allowed = set(quantity_names())
+    if function is not None:
+        if function_values is None:
+            return problems
+        allowed |= function_values
+    for name in ("title", "explanation", "fix"):
+        text = data.get(name)
+        if not isinstance(text, str):
+            continue
+        for field in dict.fromkeys(placeholders(text)):
+            if field not in allowed:
+                problems.append(f"field {name}: unknown placeholder {{{field}}}"
+                                f"{did_you_mean(field, allowed)}; placeholders are quantity "
+                                "names (`ncu-advise rules --quantities`)")
+    return problems
 
 
 _OP_TEXT = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}

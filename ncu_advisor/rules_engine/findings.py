@@ -1,0 +1,229 @@
+"""Findings and not-evaluated entries: what they hold, and the one place that builds them.
+
+This module is also the small public API of function rules
+(:mod:`ncu_advisor.rules_engine.functions`): they find the cases, and hand each to
+:func:`make_finding` with the values its texts and severity steps read.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+from ..derive.quantities import label_of, metrics_of, unit_of
+from .conditions import holds
+from .schema import Rule
+
+SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2, "info": 3}
+CONFIDENCE_STEPS = ("high", "medium", "low")
+# How much of an estimated saving counts when ranking: a saving we are less sure of is worth
+# less (a medium-confidence 10% ranks with a high-confidence 7%).
+CONFIDENCE_WEIGHT = {"high": 1.0, "medium": 0.7, "low": 0.4}
+
+
+def lower_confidence(confidence: str) -> str:
+    """One step less sure (low stays low)."""
+    i = CONFIDENCE_STEPS.index(confidence)
+    return CONFIDENCE_STEPS[min(i + 1, len(CONFIDENCE_STEPS) - 1)]
+
+
+def cap_severity(severity: str, cap: str) -> str:
+    """The milder of two severities."""
+    return severity if SEVERITY_RANK[severity] >= SEVERITY_RANK[cap] else cap
+
+
+def weighted_saving(saving_ns: float | None, confidence: str) -> float | None:
+    """An estimated saving weighted by how sure we are of it (None without an estimate)."""
+    if saving_ns is None or (isinstance(saving_ns, float) and math.isnan(saving_ns)):
+        return None
+    return saving_ns * CONFIDENCE_WEIGHT.get(confidence, 1.0)
+
+
+def rank_key(severity: str, confidence: str, saving_ns: float | None) -> tuple:
+    """Sort key of one kernel's findings: severity, then the confidence-weighted saving.
+
+    A finding without an estimate comes after those of its severity that have one (not below
+    every estimate of any severity).
+    """
+    weighted = weighted_saving(saving_ns, confidence)
+    return (SEVERITY_RANK[severity], weighted is None, -(weighted or 0.0))
+
+
+def rank_groups(groups: list[dict]) -> list[dict]:
+    """Order application-wide finding groups: the largest confidence-weighted saving first.
+
+    A group without an estimate (the rule cannot size the problem) ranks right after the best
+    estimated group of the same kernel, by severity: it is about a kernel that costs that
+    much. A kernel with no estimate at all goes after everything estimated, by severity.
+    """
+    best: dict[str, float] = {}
+    for g in groups:
+        w = weighted_saving(g["estimated_saving_ns"], g["confidence"])
+        if w is not None:
+            best[g["kernel"]] = max(best.get(g["kernel"], 0.0), w)
+
+    def key(g: dict) -> tuple:
+        w = weighted_saving(g["estimated_saving_ns"], g["confidence"])
+        if w is not None:
+            return (0, -w, 0, SEVERITY_RANK[g["severity"]])
+        if g["kernel"] in best:
+            return (0, -best[g["kernel"]], 1, SEVERITY_RANK[g["severity"]])
+        return (1, 0.0, 1, SEVERITY_RANK[g["severity"]])
+
+    return sorted(groups, key=key)
+
+
+@dataclass
+class Finding:
+    """One piece of advice about one launch (or the application)."""
+
+    rule: str
+    category: str
+    severity: str
+    confidence: str
+    title: str
+    evidence: dict[str, dict]
+    advice: str
+    explanation: str
+    estimated_speedup_pct: float | None
+    estimated_saving_ns: float | None
+    demo: str | None
+    references: list[str] = field(default_factory=list)
+    launch: int | None = None
+    kernel_ids: list[int] = field(default_factory=list)
+    launch_ids: list[int] = field(default_factory=list)  # application findings: launches
+    # Where the evidence came from: "metrics", "ncu-rule" (values stated by Nsight Compute's
+    # rule messages, as on a details-page export) or "both" (metrics, and an ncu rule of the
+    # same category fired on the launch).
+    evidence_source: str = "metrics"
+    origin: str | None = None  # whose kernel (user, cublas, pytorch, ...)
+    note: str | None = None  # why severity or advice were adjusted (library kernel, short launch)
+    # Findings that live on lines: the top source lines of the cause (derive/source_lines.py),
+    # or how to collect source-level counters when the input lacks them.
+    source_lines: list[dict] = field(default_factory=list)
+    source_cause: str | None = None
+    collect_with: str | None = None
+
+    def to_dict(self) -> dict:
+        """Return the JSON form (contract field names)."""
+        return asdict(self)
+
+
+@dataclass
+class NotEvaluated:
+    """A rule that could not run on a launch because metrics are missing."""
+
+    rule: str
+    category: str
+    missing: list[str]
+    collect_with: str
+    launch: int | None = None
+
+    def to_dict(self) -> dict:
+        """Return the JSON form."""
+        return asdict(self)
+
+
+@lru_cache(maxsize=1)
+def metric_sections() -> dict[str, tuple[str, str]]:
+    """Metric -> (ncu section, smallest set that holds it), from data/metric_sections.csv."""
+    path = resources.files("ncu_advisor").joinpath("data/metric_sections.csv")
+    with path.open("r") as fh:
+        return {row["metric"]: (row["section"], row["set"]) for row in csv.DictReader(fh)}
+
+
+def collect_with(metrics: list[str]) -> str:
+    """Say how to collect metrics: the ncu section (and the smallest set) or ``--metrics``."""
+    table = metric_sections()
+    parts, loose = [], []
+    for metric in metrics:
+        if metric in table:
+            section, set_name = table[metric]
+            text = f"--section {section}" + (f" (in --set {set_name})" if set_name else "")
+            if text not in parts:
+                parts.append(text)
+        else:
+            loose.append(metric)
+    if loose:
+        parts.append("--metrics " + ",".join(loose))
+    return "; ".join(parts)
+
+
+_FIELD = re.compile(r"\{([a-z0-9_]+)(?::([^{}]*))?\}")
+
+
+def fill_template(template: str, values: Mapping[str, float]) -> str:
+    """Fill ``{quantity:.1f}`` fields; only plain quantity names are allowed (no attributes).
+
+    A field whose value is missing reads ``n/a``; the rule checker rejects unknown names, so
+    that means "not measured", never a typo.
+    """
+    def sub(match: re.Match) -> str:
+        name, spec = match.group(1), match.group(2) or ".3g"
+        value = values.get(name)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return "n/a"
+        try:
+            return format(value, spec)
+        except (ValueError, TypeError):
+            return str(value)
+    return _FIELD.sub(sub, template)
+
+
+def evidence_of(names: list[str], values: Mapping[str, float]) -> dict[str, dict]:
+    """Evidence entries: value, unit and label of each quantity present."""
+    out = {}
+    for name in names:
+        value = values.get(name, np.nan)
+        if value is None or np.isnan(value):
+            continue
+        out[name] = {"value": float(value), "unit": unit_of(name), "label": label_of(name)}
+    return out
+
+
+def severity_of(rule: Rule, values: Mapping[str, float]) -> str:
+    """The first severity step of the rule file that holds for ``values``."""
+    return next(s.level for s in rule.severity if s.when is None or holds(s.when, values))
+
+
+def not_evaluated(rule: Rule, launch: int | None, missing_quantities: list[str]) -> NotEvaluated:
+    """Say which metrics a rule lacked (on one launch, or the application) and how to get them."""
+    metrics = list(dict.fromkeys(m for q in missing_quantities for m in metrics_of(q)))
+    return NotEvaluated(rule.id, rule.category, metrics, collect_with(metrics), launch)
+
+
+def make_finding(rule: Rule, values: Mapping[str, float], *, severity: str | None = None,
+                 confidence: str | None = None, launch: int | None = None,
+                 speedup_pct: float | None = None, duration_ns: float = float("nan"),
+                 evidence: dict[str, dict] | None = None, title_prefix: str = "",
+                 title_suffix: str = "", kernel_ids: list[int] | None = None,
+                 launch_ids: list[int] | None = None,
+                 evidence_source: str = "metrics") -> Finding:
+    """Build a finding of ``rule`` from the values its texts, severity and evidence read.
+
+    Severity comes from the rule file's steps and confidence from its ``confidence`` unless
+    given; the saving is ``speedup_pct`` of ``duration_ns``. ``evidence`` comes before the
+    rule's own evidence quantities.
+    """
+    saving = (speedup_pct / 100.0 * duration_ns
+              if speedup_pct is not None and not np.isnan(duration_ns) else None)
+    return Finding(
+        rule=rule.id, category=rule.category,
+        severity=severity if severity is not None else severity_of(rule, values),
+        confidence=confidence if confidence is not None else rule.confidence,
+        evidence_source=evidence_source,
+        title=title_prefix + fill_template(rule.title, values) + title_suffix,
+        evidence={**(evidence or {}), **evidence_of(rule.evidence, values)},
+        advice=fill_template(rule.fix.strip(), values),
+        explanation=fill_template(rule.explanation.strip(), values),
+        estimated_speedup_pct=speedup_pct, estimated_saving_ns=saving, demo=rule.demo,
+        references=list(rule.references), launch=launch,
+        kernel_ids=list(kernel_ids or []), launch_ids=list(launch_ids or []),
+    )
