@@ -41,7 +41,7 @@ _ROOF_STYLE = {"dram": "-", "l2": "--", "l1": ":"}
 # Beyond this many kernels only the largest (by time share) carry a text label; every point
 # still has a tooltip with its full name.
 MAX_LABELS = 16
-_RC = {
+CHART_STYLE = {
     "svg.fonttype": "none",  # keep text as <text>: small, selectable, no embedded glyphs
     "svg.hashsalt": "ncu-advise",  # deterministic clip-path / marker ids
     "font.family": "sans-serif",
@@ -52,6 +52,7 @@ _RC = {
     "ytick.color": "#5f6368",
     "axes.labelcolor": "#3c4043",
 }
+_RC = CHART_STYLE
 _SI = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K"), (1.0, "")]
 
 
@@ -192,6 +193,43 @@ def _clean_svg(svg: str, points: list[RooflinePoint]) -> str:
     return re.sub(r"[ \t]+\n", "\n", svg).strip() + "\n"
 
 
+def roofline_axes(xs: list[float], ys: list[float], compute: Mapping[str, float],
+                  memory: Mapping[str, float]) -> tuple[Any, Any, tuple[float, ...]]:
+    """A log-log roofline figure whose axes cover every point and ridge in whole decades.
+
+    Call inside ``matplotlib.rc_context(_RC)``. Returns the figure, its axes and the limits
+    (x_lo, x_hi, y_lo, y_hi); the roofs and points are the caller's.
+    """
+    top = max([*compute.values(), *ys, 1.0])
+    ridges = [peak / bw for peak in compute.values() for bw in memory.values()]
+    x_lo = 10 ** math.floor(math.log10(min([*xs, *ridges, 1.0]) / 2))
+    x_hi = 10 ** math.ceil(math.log10(max([*xs, *ridges, 1.0]) * 2))
+    y_lo = 10 ** math.floor(math.log10(min([*ys, top / 1e4]) / 2))
+    y_hi = 10 ** math.ceil(math.log10(top * 1.5))
+    fig = Figure(figsize=(7.6, 4.3))
+    FigureCanvasSVG(fig)
+    # Fixed margins (not constrained layout) so the roof labels' angle can be computed.
+    fig.subplots_adjust(left=0.15, right=0.96, bottom=0.11, top=0.97)
+    ax = fig.add_subplot()
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(x_lo, x_hi)
+    ax.set_ylim(y_lo, y_hi)
+    ax.grid(True, which="major", color="#e8eaed", linewidth=0.6)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.xaxis.set_major_locator(LogLocator(base=10))
+    ax.yaxis.set_major_locator(LogLocator(base=10))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.xaxis.set_major_formatter(FuncFormatter(_intensity_tick))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: _si(v, "FLOP/s")))
+    ax.set_xlabel("Arithmetic intensity (FLOP/byte, DRAM)")
+    ax.set_ylabel("Achieved performance")
+    return fig, ax, (x_lo, x_hi, y_lo, y_hi)
+
+
 def roofline_svg(result: Mapping[str, Any]) -> str | None:
     """Draw the application's roofline as an inline SVG string.
 
@@ -214,38 +252,9 @@ def roofline_svg(result: Mapping[str, Any]) -> str | None:
     if not points and not (compute and memory):
         return None
 
-    # Axis ranges: cover every point and every ridge, in whole decades.
-    xs = [p.intensity for p in points]
-    ys = [p.flops for p in points]
-    top = max([*compute.values(), *ys, 1.0])
-    ridges = [peak / bw for peak in compute.values() for bw in memory.values()]
-    x_lo = 10 ** math.floor(math.log10(min([*xs, *ridges, 1.0]) / 2))
-    x_hi = 10 ** math.ceil(math.log10(max([*xs, *ridges, 1.0]) * 2))
-    y_lo = 10 ** math.floor(math.log10(min([*ys, top / 1e4]) / 2))
-    y_hi = 10 ** math.ceil(math.log10(top * 1.5))
-
     with matplotlib.rc_context(_RC):
-        fig = Figure(figsize=(7.6, 4.3))
-        FigureCanvasSVG(fig)
-        # Fixed margins (not constrained layout) so the roof labels' angle can be computed.
-        fig.subplots_adjust(left=0.15, right=0.96, bottom=0.11, top=0.97)
-        ax = fig.add_subplot()
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlim(x_lo, x_hi)
-        ax.set_ylim(y_lo, y_hi)
-        ax.grid(True, which="major", color="#e8eaed", linewidth=0.6)
-        ax.set_axisbelow(True)
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
-        ax.xaxis.set_major_locator(LogLocator(base=10))
-        ax.yaxis.set_major_locator(LogLocator(base=10))
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.xaxis.set_major_formatter(FuncFormatter(_intensity_tick))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: _si(v, "FLOP/s")))
-        ax.set_xlabel("Arithmetic intensity (FLOP/byte, DRAM)")
-        ax.set_ylabel("Achieved performance")
+        fig, ax, (x_lo, x_hi, y_lo, y_hi) = roofline_axes(
+            [p.intensity for p in points], [p.flops for p in points], compute, memory)
 
         # Memory roofs: a diagonal up to the highest compute peak (or the plot top).
         obstacles: list[tuple[float, float, float, float]] = []

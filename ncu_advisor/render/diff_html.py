@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import html
 import io
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from typing import Any
 from markupsafe import Markup
 
 from .. import __version__
-from .charts import _RC, _ROOF_STYLE, LEVELS, PRECISIONS, _intensity_tick, _positive, _si
+from .charts import _RC, _ROOF_STYLE, LEVELS, PRECISIONS, _positive, _si, roofline_axes
 from .html import _number, environment
 
 # Bars in the per-kernel time chart (the largest pairs by time, before or after).
@@ -172,9 +171,6 @@ def roofline_diff_svg(data: Mapping[str, Any]) -> str | None:
 
     """
     import matplotlib
-    from matplotlib.backends.backend_svg import FigureCanvasSVG
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     points = []  # (side, x, y, name, pair index)
     for index, row in enumerate(data.get("pairs") or []):
@@ -191,35 +187,9 @@ def roofline_diff_svg(data: Mapping[str, Any]) -> str | None:
     roofs = data.get("roofs") or {}
     compute = {k: v for k, v in (roofs.get("compute") or {}).items() if _positive(v)}
     memory = {k: v for k, v in (roofs.get("memory") or {}).items() if _positive(v)}
-    xs = [p[1] for p in points]
-    ys = [p[2] for p in points]
-    top = max([*compute.values(), *ys, 1.0])
-    ridges = [c / m for c in compute.values() for m in memory.values()]
-    x_lo = 10 ** math.floor(math.log10(min([*xs, *ridges, 1.0]) / 2))
-    x_hi = 10 ** math.ceil(math.log10(max([*xs, *ridges, 1.0]) * 2))
-    y_lo = 10 ** math.floor(math.log10(min([*ys, top / 1e4]) / 2))
-    y_hi = 10 ** math.ceil(math.log10(top * 1.5))
     with matplotlib.rc_context(_RC):
-        fig = Figure(figsize=(7.6, 4.3))
-        FigureCanvasSVG(fig)
-        fig.subplots_adjust(left=0.15, right=0.96, bottom=0.11, top=0.97)
-        ax = fig.add_subplot()
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlim(x_lo, x_hi)
-        ax.set_ylim(y_lo, y_hi)
-        ax.grid(True, which="major", color="#e8eaed", linewidth=0.6)
-        ax.set_axisbelow(True)
-        for spine in ("top", "right"):
-            ax.spines[spine].set_visible(False)
-        ax.xaxis.set_major_locator(LogLocator(base=10))
-        ax.yaxis.set_major_locator(LogLocator(base=10))
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.xaxis.set_major_formatter(FuncFormatter(_intensity_tick))
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: _si(v, "FLOP/s")))
-        ax.set_xlabel("Arithmetic intensity (FLOP/byte, DRAM)")
-        ax.set_ylabel("Achieved performance")
+        fig, ax, (x_lo, x_hi, y_lo, y_hi) = roofline_axes(
+            [p[1] for p in points], [p[2] for p in points], compute, memory)
         ceiling = max(compute.values()) if compute else y_hi
         for level, label in LEVELS.items():
             bw = memory.get(level)

@@ -19,21 +19,11 @@ from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
+from .charts import CHART_STYLE
 from .html import environment, fmt_bytes, fmt_duration, fmt_pct
 from .text import fmt_time
 
-_RC = {
-    "svg.fonttype": "none",
-    "svg.hashsalt": "ncu-advise",
-    "text.parse_math": False,
-    "font.family": "sans-serif",
-    "font.size": 8.5,
-    "axes.edgecolor": "#9aa0a6",
-    "axes.linewidth": 0.8,
-    "xtick.color": "#5f6368",
-    "ytick.color": "#5f6368",
-    "axes.labelcolor": "#3c4043",
-}
+_RC = {**CHART_STYLE, "text.parse_math": False}  # kernel names may hold $
 # The quantities drawn under the time line, and their colours.
 _PCT_LINES = {"dram_pct": ("DRAM %", "#2f6db5"), "sm_pct": ("SM %", "#c2571a"),
               "achieved_occupancy_pct": ("achieved occupancy %", "#7a4fa8")}
