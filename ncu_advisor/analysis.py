@@ -78,9 +78,7 @@ class Analysis:
 
     def kernel_findings(self, launch: int) -> list[Finding]:
         """Findings about one launch, most severe first."""
-        found = [f for f in self.findings if f.launch == launch]
-        return sorted(found, key=lambda f: (SEVERITY_RANK[f.severity],
-                                            -(f.estimated_saving_ns or 0.0)))
+        return _most_severe_first([f for f in self.findings if f.launch == launch])
 
     def ranked(self) -> list[dict]:
         """Findings across the application, grouped by rule and kernel, largest saving first.
@@ -146,9 +144,19 @@ class Analysis:
         rules_by_launch = _ncu_rules_by_launch(rep.ncu_rules)
         metrics_by_launch = ({int(k): g for k, g in rep.metrics.groupby("launch")}
                              if include_metrics else {})
+        # One pass over findings and not-evaluated entries (a scan per launch was quadratic).
+        findings_by_launch: dict[int, list[Finding]] = {}
+        for f in self.findings:
+            findings_by_launch.setdefault(f.launch, []).append(f)
+        skipped_by_launch: dict[int | None, list[dict]] = {}
+        for n in self.not_evaluated:
+            skipped_by_launch.setdefault(n.launch, []).append(
+                {"rule": n.rule, "category": n.category, "missing": n.missing,
+                 "collect_with": n.collect_with})
+        quantity_rows = self.quantities.to_dict("index")
         for row in rep.launches.itertuples(index=False):
             launch = int(row.launch)
-            qrow = self.quantities.loc[launch]
+            qrow = quantity_rows[launch]
             share = (row.duration_ns * row.invocations / total
                      if total and not pd.isna(row.duration_ns) else None)
             entry = {
@@ -168,12 +176,9 @@ class Analysis:
                 "roofline": self.rooflines[launch].to_dict(),
                 "occupancy": self.occupancy[launch],
                 "launch_shape": self.launch_shapes.get(launch, {}),
-                "findings": [_finding_dict(f) for f in self.kernel_findings(launch)],
-                "not_evaluated": [
-                    {"rule": n.rule, "category": n.category, "missing": n.missing,
-                     "collect_with": n.collect_with}
-                    for n in self.not_evaluated if n.launch == launch
-                ],
+                "findings": [_finding_dict(f) for f in
+                             _most_severe_first(findings_by_launch.get(launch, []))],
+                "not_evaluated": skipped_by_launch.get(launch, []),
                 "ncu_rules": rules_by_launch.get(launch, []),
             }
             if include_metrics:
@@ -202,15 +207,16 @@ class Analysis:
                      "invocations": k["invocations"], "bound": k["roofline"]["bound"]}
                     for k in top
                 ],
-                "application_not_evaluated": [
-                    {"rule": n.rule, "category": n.category, "missing": n.missing,
-                     "collect_with": n.collect_with}
-                    for n in self.not_evaluated if n.launch is None
-                ],
+                "application_not_evaluated": skipped_by_launch.get(None, []),
             },
             "kernels": kernels,
             "findings": [_json_safe(g) for g in self.ranked()],
         }
+
+
+def _most_severe_first(found: list[Finding]) -> list[Finding]:
+    return sorted(found, key=lambda f: (SEVERITY_RANK[f.severity],
+                                        -(f.estimated_saving_ns or 0.0)))
 
 
 def _json_safe(obj):
