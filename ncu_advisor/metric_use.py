@@ -27,8 +27,9 @@ _MODULES = (
     "ncu_advisor.render.html", "ncu_advisor.render.text", "ncu_advisor.render.charts",
 )
 _OPTIONAL_MODULES = ("ncu_advisor.origin", "ncu_advisor.regions", "ncu_advisor.validity")
-# ncu metric names: lower-case unit prefix, a double underscore, then the counter.
-_METRIC = re.compile(r"^[a-z0-9_]+__[a-z0-9_.]+$")
+# Anything shaped like an ncu metric name ("dram__bytes.sum", "inst_executed"); a few other
+# identifiers match too, which only keeps a column more.
+_METRIC = re.compile(r"^[a-z][a-z0-9.]*_[a-z0-9_.]*$")
 
 
 def _walk(value, out: set[str], depth: int = 0) -> None:

@@ -27,13 +27,28 @@ _SESSION_METRICS = {
 }
 
 
-def _expand(paths: Iterable[str | os.PathLike]) -> list[tuple[Path, bool]]:
+def _walk(folder: Path, problems: list[str] | None) -> list[Path]:
+    """Every file under a folder; folders that cannot be listed are named in ``problems``."""
+    def unreadable(exc: OSError) -> None:
+        if problems is not None:
+            problems.append(f"skipped {exc.filename}: cannot list folder "
+                            f"({exc.strerror or exc})")
+
+    found = []
+    for root, dirs, names in os.walk(folder, onerror=unreadable):
+        dirs.sort()
+        found.extend(Path(root, n) for n in names)
+    return found
+
+
+def _expand(paths: Iterable[str | os.PathLike],
+            problems: list[str] | None = None) -> list[tuple[Path, bool]]:
     """List the files to read; the flag says whether the file was found in a directory."""
     files: list[tuple[Path, bool]] = []
     for p in paths:
         path = Path(p)
         if path.is_dir():
-            found = sorted(f for f in path.rglob("*") if f.is_file()
+            found = sorted(f for f in _walk(path, problems) if f.is_file()
                            and base_suffix(f) in (".csv", ".ncu-rep"))
             if not found:
                 raise ReportParseError(f"{path}: directory holds no .csv or .ncu-rep reports")
@@ -47,16 +62,22 @@ def _expand(paths: Iterable[str | os.PathLike]) -> list[tuple[Path, bool]]:
     return files
 
 
-def read_one(path: Path) -> Report:
+# Readers that can keep only some metrics (``metrics=`` names), for lean reading.
+_LEAN_READERS = (read_ncu_rep, read_csv_export)
+
+
+def read_one(path: Path, metrics: Iterable[str] | None = None) -> Report:
     """Read one file: ``.ncu-rep`` through ncu_report, anything else as a CSV export.
 
-    Each reader checks its own content (empty file, report header, CSV header).
+    Each reader checks its own content (empty file, report header, CSV header). ``metrics``
+    asks readers that can to keep only those metric names (launch facts are always read).
     """
     if not path.is_file():
         raise ReportParseError(f"{path}: not a regular file")
     reader = read_ncu_rep if path.suffix.lower() == ".ncu-rep" else read_csv_export
+    lean = {"metrics": metrics} if metrics is not None and reader in _LEAN_READERS else {}
     try:
-        return reader(path)
+        return reader(path, **lean)
     except OSError as exc:  # permissions, I/O errors: a user's problem, one line
         raise ReportParseError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
@@ -114,13 +135,17 @@ def _merge_same_launches(report: Report) -> Report:
 
 
 def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
-                progress: Callable[[int, int, Path], None] | None = None) -> Report:
+                progress: Callable[[int, int, Path], None] | None = None,
+                metrics: Iterable[str] | None = None) -> Report:
     """Read one or more exports (files or directories) into one Report.
 
     Args:
         paths: a path or a list of paths: ``.ncu-rep`` files, any CSV written by ``ncu --csv``
             or ``ncu --import ... --csv``, or directories holding them.
         progress: called as ``progress(done, total, path)`` before each file is read.
+        metrics: keep only these metric names (None: all). ``ncu_advisor.metric_use.
+            analysis_metrics()`` is what the analysis reads; a raw export of tens of
+            thousands of launches then needs a fraction of the memory.
 
     Returns:
         The combined Report; ``launch`` numbers run over all inputs in order.
@@ -132,12 +157,13 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
     parts, skipped = [], []
-    files = _expand(paths)
+    files = _expand(paths, skipped)
+    metrics = None if metrics is None else frozenset(metrics)
     for done, (path, from_dir) in enumerate(files):
         if progress is not None:
             progress(done, len(files), path)
         try:
-            parts.append(read_one(path))
+            parts.append(read_one(path, metrics))
         except ReportParseError as exc:
             if not from_dir:
                 raise
