@@ -61,8 +61,10 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def _warn(lines: list[str]) -> None:
+    from .render.text import safe_text
+
     for line in lines:
-        typer.echo(f"ncu-advise: warning: {line}", err=True)
+        typer.echo(f"ncu-advise: warning: {safe_text(line)}", err=True)
 
 
 @contextlib.contextmanager
@@ -412,7 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except NcuAdviseError as exc:
-        typer.echo(f"ncu-advise: error: {_one_line(str(exc))}", err=True)
+        from .render.text import safe_text
+
+        typer.echo(f"ncu-advise: error: {safe_text(_one_line(str(exc)))}", err=True)
         return exc.exit_code
     except click_error as exc:  # bad option value, missing argument: one line, not a box
         ctx = getattr(exc, "ctx", None)

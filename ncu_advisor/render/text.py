@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import textwrap
 
 _SEV = {"high": "HIGH", "medium": "MED ", "low": "low ", "info": "info"}
+
+
+# Terminal control characters (ESC, BEL, CR, ...), bidi overrides and line/paragraph
+# separators in kernel names or file names could rewrite the terminal or reorder the text.
+_UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e"
+                     "\u2060-\u2069\ufeff]")
+
+
+def safe_text(text: str) -> str:
+    """Escape control, bidi and line-separator characters (``\\x1b``, ``\\u202e``)."""
+    return _UNSAFE.sub(lambda m: (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                                  else f"\\u{ord(m.group()):04x}"), text)
 
 
 def fmt_time(ns: float | None) -> str:
@@ -75,4 +88,4 @@ def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
         lines.append(f"Not evaluated ({len(missing)} rule(s) lack metrics in this input):")
         for rule, how in sorted(missing.items()):
             lines.append(_clip(f"  {rule}: needs {how}", width))
-    return "\n".join(lines) + "\n"
+    return "\n".join(safe_text(line) for line in lines) + "\n"
