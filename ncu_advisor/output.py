@@ -45,6 +45,12 @@ def check_output_file(output: Path, inputs: Iterable[str | os.PathLike]) -> None
             read as one), is a folder, or its folder does not exist.
 
     """
+    try:
+        mode = os.stat(output).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        return  # a FIFO, terminal or /dev/stdout: written through, never an input file
     target = os.path.realpath(output)
     if os.path.isdir(target):
         raise OutputError(f"{output}: is a folder; give a file name for the output")
@@ -90,9 +96,8 @@ def write_files(outputs: list[tuple[Path, Callable]]) -> None:
     staged: list[tuple[str, str]] = []
     try:
         for path, writer in outputs:
-            target = os.path.realpath(path)  # a symlink's target is what gets written
             try:
-                mode = os.stat(target).st_mode
+                mode = os.stat(path).st_mode  # follows symlinks
             except FileNotFoundError:
                 mode = None
             except OSError as exc:
@@ -100,8 +105,9 @@ def write_files(outputs: list[tuple[Path, Callable]]) -> None:
             if mode is not None and stat.S_ISDIR(mode):
                 raise OutputError(f"{path}: is a folder; give a file name for the output")
             if mode is not None and not stat.S_ISREG(mode):
-                _write_through(path, target, writer)
+                _write_through(path, str(path), writer)  # FIFO, terminal, /dev/stdout
                 continue
+            target = os.path.realpath(path)  # a symlink's target is what gets written
             staged.append((_stage(path, target, writer), target))
         for tmp, target in staged:
             try:

@@ -214,9 +214,8 @@ def _is_nvtx_column(name: str) -> bool:
 def _paged(body: bytes, header: list[str], form: str, path: Path,
            warnings: list[str]) -> Report:
     """Details and summary pages: one row per (launch, metric), parsed in memory."""
-    if b"\r" in body:
-        # Old Mac (\r) or Windows (\r\n) line endings: one form for the row checks below.
-        body = body.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    if b"\r" in body and b"\n" not in body:
+        body = body.replace(b"\r", b"\n")  # an old Mac's line endings (Arrow reads \r\n)
     if not body.endswith(b"\n") and not body.isspace() and body:
         # ncu ends every line with a newline: a missing one means the file was cut short.
         warnings.append(f"{path.name}: the file ends mid-line (truncated?); its last line was "
@@ -473,6 +472,7 @@ def _rule_table(rule_rows: list[list[str]], header: list[str],
     if not rule_rows or "Rule Name" not in header:
         return pd.DataFrame(columns=RULE_COLUMNS)
     rows = pd.DataFrame([r for r in rule_rows if len(r) == len(header)], columns=_unique(header))
+    rows = _with_columns(rows, _DETAILS_COLUMNS).astype(object)
     rows = rows[rows["Rule Name"].ne("")]
     ident = {(str(i), str(p), n): launch for i, p, n, launch in zip(
         launches["id"], launches["process_id"], launches["name"], launches["launch"],
@@ -488,7 +488,7 @@ def _rule_table(rule_rows: list[list[str]], header: list[str],
         "title": None,  # the CSV keeps only the rule id, not the message title
         "description": rows["Rule Description"].to_numpy(),
         "speedup_type": rows["Estimated Speedup Type"].replace("", None).to_numpy(),
-        "speedup": parse_numbers(rows["Estimated Speedup"]),
+        "speedup": finite_or_nan(parse_numbers(rows["Estimated Speedup"]))[0],
     })
 
 

@@ -15,8 +15,13 @@ _UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u20
                      "\u2060-\u2069\ufeff]")
 
 
-def safe_text(text: str) -> str:
-    """Escape control, bidi and line-separator characters (``\\x1b``, ``\\u202e``)."""
+def safe_text(text: str, newlines: bool = True) -> str:
+    r"""Escape control, bidi and line-separator characters (``\x1b``, ``\u202e``).
+
+    ``newlines=False`` escapes ``\n`` too (names and one-line fields).
+    """
+    if not newlines:
+        text = text.replace("\n", "\\x0a")
     return _UNSAFE.sub(lambda m: (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
                                   else f"\\u{ord(m.group()):04x}"), text)
 
@@ -48,7 +53,7 @@ def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
     lines.append(f"bounds: {b['memory']} memory, {b['compute']} compute, {b['latency']} latency"
                  + (f", {b['unknown']} unknown" if b["unknown"] else ""))
     for w in result.get("warnings", []):
-        lines.append(f"warning: {_clip(w, width - 9)}")
+        lines.append(f"warning: {_clip(safe_text(w, newlines=False), width - 9)}")
     lines.append("")
     name_w = max(20, width - 44)
     lines.append(f"{'ID':>4}  {'time':>9}  {'share':>6}  {'bound':<8} {'calls':>5}  kernel")
@@ -58,7 +63,7 @@ def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
         bound = k["roofline"]["bound"] or "?"
         kid = "" if k["id"] is None else str(k["id"])
         lines.append(f"{kid:>4}  {fmt_time(k['duration_ns']):>9}  {share:>6}  {bound:<8} "
-                     f"{k['invocations']:>5}  {_clip(k['name'], name_w)}")
+                     f"{k['invocations']:>5}  {_clip(safe_text(k['name'], False), name_w)}")
     if len(kernels) > max(top * 2, 20):
         lines.append(f"      ... {len(kernels) - max(top * 2, 20)} more (use --format json)")
     lines.append("")
@@ -72,7 +77,7 @@ def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
             gain = (f"  saves ~{fmt_time(saving)} ({f['app_saving_pct']:.1f}% of run)"
                     if saving else "")
             lines.append(f"{i:>2}. [{_SEV[f['severity']]}] {f['category']}: "
-                         f"{_clip(f['kernel'], 40)}{gain}")
+                         f"{_clip(safe_text(f['kernel'], False), 40)}{gain}")
             lines.append(textwrap.indent(textwrap.fill(f["title"], width - 6), "      "))
             advice = " ".join(f["advice"].split())
             first = advice.split(". ")[0].rstrip(".") + "."
