@@ -87,7 +87,11 @@ class Analysis:
         saving in the kernel times the kernel's invocations); repeated launches of one kernel
         are grouped into one entry.
         """
-        launches = self.report.launches.set_index("launch")
+        table = self.report.launches
+        # Plain dicts: a .loc per finding was most of the cost on large reports.
+        short_names = dict(zip(table["launch"], table["short_name"], strict=True))
+        ncu_ids = dict(zip(table["launch"], table["id"], strict=True))
+        invocations = dict(zip(table["launch"], table["invocations"], strict=True))
         total = self.total_time_ns or float("nan")
         groups: dict[tuple, dict] = {}
         for f in self.findings:
@@ -97,11 +101,10 @@ class Analysis:
                 ids = list(f.kernel_ids)
                 weight = 1
             else:
-                row = launches.loc[f.launch]
-                key = (f.rule, row["short_name"])
-                kernel = row["short_name"]
-                ids = [int(row["id"])] if not pd.isna(row["id"]) else []
-                weight = int(row["invocations"])
+                kernel = short_names[f.launch]
+                key = (f.rule, kernel)
+                ids = [int(ncu_ids[f.launch])] if not pd.isna(ncu_ids[f.launch]) else []
+                weight = int(invocations[f.launch])
             g = groups.get(key)
             saving = (f.estimated_saving_ns or 0.0) * weight
             if g is None:

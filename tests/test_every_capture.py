@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import analysis_cached
 
-from ncu_advisor import analyze, read_report
 from ncu_advisor.render.html import render_html
 from ncu_advisor.render.text import render_text
 
@@ -18,8 +18,9 @@ CAPTURES = sorted(p for folder in ("sample_reports", "docs/examples")
 
 @pytest.mark.parametrize("path", CAPTURES, ids=[str(p.relative_to(ROOT)) for p in CAPTURES])
 def test_capture_analyzes(path):
-    report = read_report(path)
-    data = analyze(report).to_dict()
+    result = analysis_cached(path)
+    report = result.report
+    data = result.to_dict()
     json.dumps(data, allow_nan=False)  # strict JSON: no NaN or inf anywhere
     assert len(data["kernels"]) == len(report.launches) > 0
     assert render_text(data).startswith("ncu-advise:")

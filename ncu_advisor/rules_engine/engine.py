@@ -205,6 +205,8 @@ def evaluate(rules: list[Rule], quantities: pd.DataFrame, launches: pd.DataFrame
     skipped: list[NotEvaluated] = []
     durations = dict(zip(launches["launch"], launches["duration_ns"], strict=True))
     index = quantities.index.to_numpy()
+    # Rows as plain dicts, built once (Series.to_dict per finding dominated large reports).
+    columns, table = list(quantities.columns), quantities.to_numpy(dtype="float64")
     for rule in rules:
         if rule.function is not None:
             f, s = FUNCTIONS[rule.function](rule, quantities, launches)
@@ -220,6 +222,7 @@ def evaluate(rules: list[Rule], quantities: pd.DataFrame, launches: pd.DataFrame
             skipped.append(_not_evaluated(rule, int(index[i]), absent))
         for i in np.flatnonzero(fires):
             launch = int(index[i])
-            findings.append(_finding(rule, launch, quantities.iloc[i].to_dict(),
+            findings.append(_finding(rule, launch, dict(zip(columns, table[i].tolist(),
+                                                            strict=True)),
                                      durations.get(launch, np.nan)))
     return findings, skipped

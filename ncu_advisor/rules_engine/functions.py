@@ -100,15 +100,16 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
     )
 
     findings = []
+    by_launch = launches.set_index("launch")  # once: per chain member it was quadratic
     for chain in chains:
         sub = q.loc[chain]
         total = float((sub["dram_read_bytes"] + sub["dram_write_bytes"]).sum())
         ideal = float(sub["dram_read_bytes"].iloc[0] + sub["dram_write_bytes"].iloc[-1])
-        duration = float(launches.set_index("launch").loc[chain, "duration_ns"].sum())
+        duration = float(by_launch.loc[chain, "duration_ns"].sum())
         pct = max(0.0, 1.0 - ideal / total) * 100.0 if total > 0 else None
         values = {"chain_length": float(len(chain)), "saving_pct": pct or 0.0,
                   "traffic_ratio": total / ideal if ideal else np.nan}
-        names = launches.set_index("launch").loc[chain, "short_name"].tolist()
+        names = by_launch.loc[chain, "short_name"].tolist()
         severity = _severity(rule, sub.iloc[0].to_dict())
         findings.append(Finding(
             rule=rule.id, category=rule.category, severity=severity,
@@ -125,7 +126,7 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
             estimated_speedup_pct=pct,
             estimated_saving_ns=pct / 100.0 * duration if pct is not None else None,
             demo=rule.demo, references=list(rule.references), launch=None,
-            kernel_ids=[int(launches.set_index("launch").at[c, "id"]) for c in chain],
+            kernel_ids=[int(i) for i in by_launch.loc[chain, "id"] if not pd.isna(i)],
             launch_ids=[int(c) for c in chain],
         ))
     return findings, []
