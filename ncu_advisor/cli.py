@@ -149,12 +149,25 @@ def analyze(
         if format is OutputFormat.html and not include:
             report.warnings.append(f"raw-metric appendix left out ({len(report.launches)} "
                                    f"launches > {HTML_METRICS_LIMIT}); add --include-metrics")
-    text = render(result.to_dict(include_metrics=include), format, top)
-    _warn(report.warnings)
-    if output is None:
-        typer.echo(text, nl=False)
+    if format is OutputFormat.json:
+        # Streamed kernel by kernel: the JSON of a large report never sits in memory whole.
+        def write(fh) -> None:
+            result.write_json(fh, include_metrics=include)
+
+        if output is None:
+            sys.stdout.flush()
+            write(sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        else:
+            write_files([(output, write)])
     else:
-        write_atomic(output, text)
+        text = render(result.to_dict(include_metrics=include), format, top)
+        if output is None:
+            typer.echo(text, nl=False)
+        else:
+            write_atomic(output, text)
+    _warn(report.warnings)
+    if output is not None:
         typer.echo(f"wrote {output}", err=True)
 
 
