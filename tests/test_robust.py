@@ -233,11 +233,13 @@ def test_output_through_a_symlink_writes_the_target(tmp_path, capsys):
 def test_output_to_a_fifo_writes_through(tmp_path, capsys):
     fifo = tmp_path / "generated_fifo"
     os.mkfifo(fifo)
-    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE)
-    code, _, err = run(["analyze", DETAILS, "-f", "json", "-o", fifo], capsys)
-    data = reader.communicate(timeout=60)[0]
+    received = tmp_path / "received.json"
+    with received.open("wb") as sink:  # a file, not a pipe: a full pipe would block both
+        reader = subprocess.Popen(["cat", str(fifo)], stdout=sink)
+        code, _, err = run(["analyze", DETAILS, "-f", "json", "-o", fifo], capsys)
+        reader.wait(timeout=60)
     assert code == 0, err
-    assert stat.S_ISFIFO(fifo.stat().st_mode) and json.loads(data)["kernels"]
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and json.loads(received.read_text())["kernels"]
 
 
 def test_output_to_dev_stdout_is_not_replaced():
