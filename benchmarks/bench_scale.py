@@ -32,12 +32,13 @@ DEFAULT_SOURCE = ROOT / "sample_reports" / "forms" / "forms_app.import.raw.csv"
 
 def measure(cmd: list[str]) -> tuple[float, float]:
     """Run a command; return (wall seconds, peak resident memory in MB)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    err = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
+    with tempfile.TemporaryFile() as log:  # a file: a full stderr pipe would block the child
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        log.seek(0)
+        err = log.read().decode(errors="replace")[-2000:]
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(cmd)} failed: {err}")
     return wall, usage.ru_maxrss / 1024  # ru_maxrss is in KB on Linux

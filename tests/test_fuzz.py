@@ -123,7 +123,7 @@ def check_contract(data: bytes, suffix: str, capsys) -> None:
         assert len(lines) == 1 and lines[0].startswith("ncu-advise: error: "), err
 
 
-FAST = settings(max_examples=40, derandomize=True, deadline=None, database=None,
+FAST = settings(max_examples=25, derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
                                        HealthCheck.too_slow, HealthCheck.data_too_large])
 LONG = settings(FAST, max_examples=600, derandomize=False)
@@ -135,7 +135,7 @@ def test_mutated_csv_exit_0_with_strict_json_or_exit_2_one_line(data, capsys):
     check_contract(data, ".csv", capsys)
 
 
-@settings(FAST, max_examples=8)
+@settings(FAST, max_examples=6)
 @given(data=mutated_rep())
 def test_mutated_ncu_rep_exit_0_or_exit_2(data, capsys):
     check_contract(data, ".ncu-rep", capsys)
