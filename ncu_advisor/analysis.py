@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,9 +93,7 @@ class Analysis:
 
     def kernel_findings(self, launch: int) -> list[Finding]:
         """Findings about one launch, most severe first."""
-        found = [f for f in self.findings if f.launch == launch]
-        return sorted(found, key=lambda f: rank_key(f.severity, f.confidence,
-                                                    f.estimated_saving_ns))
+        return _most_severe_first([f for f in self.findings if f.launch == launch])
 
     def ranked(self) -> list[dict]:
         """Findings across the application, grouped by rule and kernel, most important first.
@@ -104,7 +103,11 @@ class Analysis:
         are grouped into one entry. Order: :func:`~.rules_engine.findings.rank_groups` (the
         saving weighted by confidence; a finding without an estimate beside its kernel's).
         """
-        launches = self.report.launches.set_index("launch")
+        table = self.report.launches
+        # Plain dicts: a .loc per finding was most of the cost on large reports.
+        short_names = dict(zip(table["launch"], table["short_name"], strict=True))
+        ncu_ids = dict(zip(table["launch"], table["id"], strict=True))
+        invocations = dict(zip(table["launch"], table["invocations"], strict=True))
         total = self.total_time_ns or float("nan")
         groups: dict[tuple, dict] = {}
         for f in self.findings:
@@ -114,11 +117,10 @@ class Analysis:
                 ids = list(f.kernel_ids)
                 weight = 1
             else:
-                row = launches.loc[f.launch]
-                key = (f.rule, row["short_name"])
-                kernel = row["short_name"]
-                ids = [int(row["id"])] if not pd.isna(row["id"]) else []
-                weight = int(row["invocations"])
+                kernel = short_names[f.launch]
+                key = (f.rule, kernel)
+                ids = [int(ncu_ids[f.launch])] if not pd.isna(ncu_ids[f.launch]) else []
+                weight = int(invocations[f.launch])
             g = groups.get(key)
             saving = (f.estimated_saving_ns or 0.0) * weight
             if g is None:
@@ -165,15 +167,93 @@ class Analysis:
 
     def to_dict(self, include_metrics: bool = False) -> dict:
         """Return the JSON contract (``docs/json-contract.md``), schema_version 1."""
+        document = self._document()
+        document["kernels"] = list(self.iter_kernels(include_metrics))
+        document["findings"] = [_json_safe(g) for g in self.ranked()]
+        return document
+
+    def write_json(self, fh, include_metrics: bool = False) -> None:
+        """Write :meth:`to_dict` as indented strict JSON to a binary file, kernel by kernel.
+
+        The text is the same as ``json.dumps(to_dict(), indent=2)``, but only one kernel's
+        entry is in memory at a time (a report of 50,000 launches makes ~600 MB of JSON).
+        """
+        def dumps(value, depth: int) -> bytes:
+            text = json.dumps(value, indent=2, allow_nan=False)
+            return text.replace("\n", "\n" + "  " * depth).encode("utf-8")
+
+        document = self._document()
+        fh.write(b"{\n")
+        for key, value in document.items():
+            fh.write(b'  "' + key.encode() + b'": ' + dumps(value, 1) + b",\n")
+        fh.write(b'  "kernels": [')
+        for i, entry in enumerate(self.iter_kernels(include_metrics)):
+            fh.write((b",\n    " if i else b"\n    ") + dumps(entry, 2))
+        fh.write(b"\n  ],\n" if len(self.report.launches) else b"],\n")
+        fh.write(b'  "findings": ' + dumps([_json_safe(g) for g in self.ranked()], 1)
+                 + b"\n}\n")
+
+    def _document(self) -> dict:
+        """The JSON contract's fields before ``kernels`` (in order)."""
         rep = self.report
         total = self.total_time_ns
-        kernels = []
+        launches = rep.launches
+        weight = (launches["duration_ns"].fillna(0.0) * launches["invocations"]).to_numpy()
+        order = np.argsort(-weight, kind="stable")[:10]
+        top = []
+        for i in order:
+            row = launches.iloc[int(i)]
+            share = (row["duration_ns"] * row["invocations"] / total
+                     if total and not pd.isna(row["duration_ns"]) else None)
+            top.append({
+                "id": _int(row["id"]), "launch": int(row["launch"]),
+                "short_name": row["short_name"], "name": row["name"],
+                "duration_ns": _num(row["duration_ns"]), "time_share": _num(share),
+                "invocations": int(row["invocations"]),
+                "bound": self.rooflines[int(row["launch"])].bound})
+        session = {k: v for k, v in rep.session.items() if k != "ncu_messages"}
+        session.update(self.extra_session)
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "tool": {"name": "ncu-advise", "version": __version__},
+            "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "sources": list(rep.sources),
+            "command": self.command,
+            "session": _json_safe(session),
+            "warnings": list(rep.warnings),
+            "summary": {
+                "launch_count": int(rep.launches["invocations"].sum()),
+                "kernel_count": int(rep.launches["short_name"].nunique()),
+                "total_duration_ns": _num(total),
+                "bounds": self.bounds(),
+                "top_kernels": top,
+                "application_not_evaluated": [
+                    _skipped_dict(n) for n in self.not_evaluated if n.launch is None],
+            },
+            "regions": [_json_safe(r.to_dict()) for r in self.regions],
+            "validity": self.validity,
+        }
+
+    def iter_kernels(self, include_metrics: bool = False):
+        """Yield the JSON entry of each launch in order, one at a time."""
+        rep = self.report
+        total = self.total_time_ns
         rules_by_launch = _ncu_rules_by_launch(rep.ncu_rules)
         metrics_by_launch = ({int(k): g for k, g in rep.metrics.groupby("launch")}
                              if include_metrics else {})
+        # One pass over findings and not-evaluated entries (a scan per launch was quadratic).
+        findings_by_launch: dict[int, list[Finding]] = {}
+        for f in self.findings:
+            findings_by_launch.setdefault(f.launch, []).append(f)
+        skipped_by_launch: dict[int | None, list[dict]] = {}
+        for n in self.not_evaluated:
+            skipped_by_launch.setdefault(n.launch, []).append(_skipped_dict(n))
+        columns = list(self.quantities.columns)
+        values = self.quantities.to_numpy(dtype="float64")
+        position = {int(k): i for i, k in enumerate(self.quantities.index)}
         for row in rep.launches.itertuples(index=False):
             launch = int(row.launch)
-            qrow = self.quantities.loc[launch]
+            qrow = dict(zip(columns, values[position[launch]].tolist(), strict=True))
             share = (row.duration_ns * row.invocations / total
                      if total and not pd.isna(row.duration_ns) else None)
             entry = {
@@ -193,52 +273,25 @@ class Analysis:
                 "roofline": self.rooflines[launch].to_dict(),
                 "occupancy": self.occupancy[launch],
                 "launch_shape": self.launch_shapes.get(launch, {}),
-                "findings": [_finding_dict(f) for f in self.kernel_findings(launch)],
-                "not_evaluated": [
-                    {"rule": n.rule, "category": n.category, "missing": n.missing,
-                     "collect_with": n.collect_with}
-                    for n in self.not_evaluated if n.launch == launch
-                ],
+                "findings": [_finding_dict(f) for f in
+                             _most_severe_first(findings_by_launch.get(launch, []))],
+                "not_evaluated": skipped_by_launch.get(launch, []),
                 "ncu_rules": rules_by_launch.get(launch, []),
                 **self._origin_of(launch),
             }
             if include_metrics:
                 entry["metrics"] = _metric_list(metrics_by_launch.get(launch))
-            kernels.append(entry)
-        top = sorted(kernels, key=lambda k: -(k["duration_ns"] or 0) * k["invocations"])[:10]
-        session = {k: v for k, v in rep.session.items() if k != "ncu_messages"}
-        session.update(self.extra_session)
-        return {
-            "schema_version": SCHEMA_VERSION,
-            "tool": {"name": "ncu-advise", "version": __version__},
-            "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-            "sources": list(rep.sources),
-            "command": self.command,
-            "session": _json_safe(session),
-            "warnings": list(rep.warnings),
-            "summary": {
-                "launch_count": int(rep.launches["invocations"].sum()),
-                "kernel_count": int(rep.launches["short_name"].nunique()),
-                "total_duration_ns": _num(total),
-                "bounds": self.bounds(),
-                "top_kernels": [
-                    {"id": k["id"], "launch": k["launch"], "short_name": k["short_name"],
-                     "name": k["name"],
-                     "duration_ns": k["duration_ns"], "time_share": k["time_share"],
-                     "invocations": k["invocations"], "bound": k["roofline"]["bound"]}
-                    for k in top
-                ],
-                "application_not_evaluated": [
-                    {"rule": n.rule, "category": n.category, "missing": n.missing,
-                     "collect_with": n.collect_with}
-                    for n in self.not_evaluated if n.launch is None
-                ],
-            },
-            "kernels": kernels,
-            "findings": [_json_safe(g) for g in self.ranked()],
-            "regions": [_json_safe(r.to_dict()) for r in self.regions],
-            "validity": self.validity,
-        }
+            yield entry
+
+
+def _skipped_dict(n: NotEvaluated) -> dict:
+    return {"rule": n.rule, "category": n.category, "missing": n.missing,
+            "collect_with": n.collect_with}
+
+
+def _most_severe_first(found: list[Finding]) -> list[Finding]:
+    return sorted(found, key=lambda f: rank_key(f.severity, f.confidence,
+                                                f.estimated_saving_ns))
 
 
 def _json_safe(obj):

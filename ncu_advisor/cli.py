@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import importlib
 import json
 import os
 import re
@@ -16,13 +17,15 @@ import shutil
 import sys
 import tempfile
 import textwrap
+import warnings
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .errors import NcuAdviseError
+from .errors import NcuAdviseError, OutputError
+from .output import check_output_file, check_output_folder, write_files, write_text
 
 app = typer.Typer(
     name="ncu-advise",
@@ -63,26 +66,14 @@ class ExportFormat(StrEnum):
 
 def write_atomic(path: Path, text: str) -> None:
     """Write a file all at once: a failure never leaves a half-written output behind."""
-    path = Path(path)
-    if path.parent and not path.parent.exists():
-        raise NcuAdviseError(f"{path.parent}: output folder does not exist")
-    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        # mkstemp creates 0600; give the report the permissions a normal file would get.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text(path, text)
 
 
 def _warn(lines: list[str]) -> None:
+    from .render.text import safe_text
+
     for line in lines:
-        typer.echo(f"ncu-advise: warning: {line}", err=True)
+        typer.echo(f"ncu-advise: warning: {safe_text(line)}", err=True)
 
 
 @contextlib.contextmanager
@@ -153,15 +144,22 @@ def analyze(
 ) -> None:
     """Analyze saved reports: launches ranked by GPU time, and the top findings."""
     from .analysis import analyze as run_analysis
+    from .metric_use import analysis_metrics
     from .readers import read_report
     from .rules_engine.loader import load_rules
 
+    if output is not None:
+        check_output_file(output, paths)  # before any work: never overwrite an input
     loaded = load_rules(rules)  # a bad rule file fails before a large report is read
     if origins is not None:  # so does a bad origins table
         from .derive.origin import origin_table
         origin_table(str(origins))
+    # Without the raw-metric listing, read only the metrics the analysis uses (lean).
+    lean = include_metrics is False or (include_metrics is None
+                                        and format is not OutputFormat.html)
     with _file_progress() as progress:
-        report = read_report(paths, progress=progress)
+        report = read_report(paths, progress=progress,
+                             metrics=analysis_metrics() if lean else None)
     result = run_analysis(report, rules=loaded,
                           measured_bandwidth=peak_bandwidth * 1e9 if peak_bandwidth else None,
                           origins=str(origins) if origins else None)
@@ -172,13 +170,26 @@ def analyze(
         if format is OutputFormat.html and not include:
             report.warnings.append(f"raw-metric appendix left out ({len(report.launches)} "
                                    f"launches > {HTML_METRICS_LIMIT}); add --include-metrics")
-    text = render(result.to_dict(include_metrics=include), format, top,
-                  group_by=group_by.value if group_by else None)
-    _warn(report.warnings)
-    if output is None:
-        typer.echo(text, nl=False)
+    if format is OutputFormat.json:
+        # Streamed kernel by kernel: the JSON of a large report never sits in memory whole.
+        def write(fh) -> None:
+            result.write_json(fh, include_metrics=include)
+
+        if output is None:
+            sys.stdout.flush()
+            write(sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        else:
+            write_files([(output, write)])
     else:
-        write_atomic(output, text)
+        text = render(result.to_dict(include_metrics=include), format, top,
+                      group_by=group_by.value if group_by else None)
+        if output is None:
+            typer.echo(text, nl=False)
+        else:
+            write_atomic(output, text)
+    _warn(report.warnings)
+    if output is not None:
         typer.echo(f"wrote {output}", err=True)
 
 
@@ -193,26 +204,28 @@ def export(
     from .analysis import analyze as run_analysis
     from .readers import read_report
 
+    names = ("launches", "metrics", "ncu_rules", "quantities")
+    check_output_folder(output, path, [f"{n}.{to.value}" for n in names])
     report = read_report(path)
     quantities = run_analysis(report).quantities.reset_index(names="launch")
     tables = {"launches": report.launches, "metrics": report.metrics,
               "ncu_rules": report.ncu_rules, "quantities": quantities}
-    output.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, frame in tables.items():
-        target = output / f"{name}.{to.value}"
-        tmp = output / f".{name}.{to.value}.tmp"
-        try:
-            if to is ExportFormat.parquet:
-                frame.to_parquet(tmp, index=False)
-            else:
-                frame.to_csv(tmp, index=False)
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
-        written.append(f"{target} ({len(frame)} rows)")
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{output}: cannot create folder ({exc.strerror or exc})") from None
+
+    def writer(frame):
+        if to is ExportFormat.parquet:
+            return lambda fh: frame.to_parquet(fh, index=False)
+        return lambda fh: fh.write(frame.to_csv(index=False).encode("utf-8"))
+
+    # All four tables or none: each is staged, then all are renamed into place.
+    write_files([(output / f"{name}.{to.value}", writer(frame))
+                 for name, frame in tables.items()])
     _warn(report.warnings)
-    typer.echo("wrote " + ", ".join(written))
+    typer.echo("wrote " + ", ".join(f"{output / f'{name}.{to.value}'} ({len(frame)} rows)"
+                                    for name, frame in tables.items()))
 
 
 @app.command("rules")
@@ -416,7 +429,10 @@ def profile_cmd(
     if "--" in args:
         cut = args.index("--")
         args, extra = args[:cut], args[cut + 1:]
-    output.mkdir(parents=True, exist_ok=True)
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{output}: cannot create folder ({exc.strerror or exc})") from None
     result = run_profile(program, args, out_dir=output, section_set=section_set,
                          kernel_name=kernel_name, launch_count=launch_count, nvtx=nvtx,
                          extra=tuple(extra), export_csv=True if csv else None)
@@ -523,19 +539,37 @@ def main(argv: list[str] | None = None) -> int:
     except NcuAdviseError as exc:
         typer.echo(f"ncu-advise: error: {exc}", err=True)
         return exc.exit_code
+    click_error, abort = _click_exceptions()
     try:
-        # Standalone mode: click prints usage errors itself and exits with status 2.
-        app(args=argv, prog_name="ncu-advise")
+        with warnings.catch_warnings():
+            # numpy's "invalid value" warnings on odd inputs are not the user's business:
+            # missing values are reported as such in the output.
+            warnings.simplefilter("ignore", RuntimeWarning)
+            code = app(args=argv, prog_name="ncu-advise", standalone_mode=False)
+        return code if isinstance(code, int) else 0
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except NcuAdviseError as exc:
-        typer.echo(f"ncu-advise: error: {exc}", err=True)
+        from .render.text import safe_text
+
+        typer.echo(f"ncu-advise: error: {safe_text(_one_line(str(exc)))}", err=True)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except click_error as exc:  # bad option value, missing argument: one line, not a box
+        ctx = getattr(exc, "ctx", None)
+        command = getattr(ctx, "info_name", None)
+        hint = f" (see ncu-advise {command} --help)" if command not in (None, "ncu-advise") \
+            else ""
+        typer.echo(f"ncu-advise: error: {_one_line(exc.format_message())}{hint}", err=True)
+        return getattr(exc, "exit_code", 2)
+    except (KeyboardInterrupt, *abort):
         typer.echo("ncu-advise: interrupted", err=True)
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # a filesystem problem is the user's to fix, not a bug
+        where = f"{exc.filename}: " if exc.filename else ""
+        typer.echo(f"ncu-advise: error: {where}{exc.strerror or exc}", err=True)
+        return 2
     except Exception as exc:  # noqa: BLE001 - a bug must still not dump a traceback on users
         if os.environ.get("NCU_ADVISE_DEBUG"):
             raise
@@ -543,6 +577,25 @@ def main(argv: list[str] | None = None) -> int:
                    "report it; set NCU_ADVISE_DEBUG=1 to see the traceback)", err=True)
         return 70
     return 0
+
+
+def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """Click's usage-error and abort types (typer vendors click from 0.16 on as typer._click)."""
+    errors, aborts = [], []
+    for name in ("click.exceptions", "typer._click.exceptions"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        errors.append(module.ClickException)
+        if hasattr(module, "Abort"):
+            aborts.append(module.Abort)
+    aborts.append(typer.Abort)
+    return tuple(errors), tuple(aborts)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def run() -> None:

@@ -11,6 +11,10 @@ class ReportParseError(NcuAdviseError):
     """An input file is missing, empty, not an Nsight Compute export, or unreadable."""
 
 
+class OutputError(NcuAdviseError):
+    """An output cannot be written (an input, a folder, read-only, full disk, permissions)."""
+
+
 class NcuNotFoundError(NcuAdviseError):
     """The ``ncu`` executable could not be found or run."""
 

@@ -60,6 +60,9 @@ class Report:
         # The same metric can appear in several sections (and several forms): the first wins.
         named = named.drop_duplicates(subset=["launch", "metric"], keep="first")
         wide = named.pivot(index="launch", columns="metric", values="value")
+        # Readers may hand metric names over as a categorical: plain names here, so that
+        # callers can add columns of their own.
+        wide.columns = pd.Index(wide.columns.astype(object), name="metric")
         return wide.reindex(self.launches["launch"])
 
     def wide(self) -> pd.DataFrame:

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import analysis_cached, read_cached
 
-from ncu_advisor import analyze, read_report
+from ncu_advisor import analyze
 from ncu_advisor.errors import RuleDefinitionError
 from ncu_advisor.rules_engine.conditions import holds
 from ncu_advisor.rules_engine.engine import estimate_pct
@@ -73,7 +74,7 @@ def test_user_rules_directory_adds_rules(tmp_path):
     _rule_file(tmp_path, GOOD_RULE)
     rules = load_rules([tmp_path])
     assert "custom.example" in {r.id for r in rules}
-    report = read_report(FORMS / "forms_app.ncu-rep")
+    report = read_cached(FORMS / "forms_app.ncu-rep")
     result = analyze(report, rules=rules)
     fired = {f.launch for f in result.findings if f.rule == "custom.example"}
     assert fired == {1, 2}  # copy_strided (4 B/sector) and scale_vec<float,4> (8 B/sector)
@@ -106,9 +107,8 @@ def test_text_templates_only_take_plain_names():
     assert fill_template("{a.__class__}", {"a": 1.0}) == "{a.__class__}"
 
 
-def test_basic_set_report_says_what_it_could_notholds():
-    report = read_report(FORMS / "forms_app.live.basic.csv")
-    result = analyze(report)
+def test_basic_set_report_says_what_it_could_not_evaluate():
+    result = analysis_cached(FORMS / "forms_app.live.basic.csv")
     skipped = {n.rule: n for n in result.not_evaluated}
     assert "coalescing.global-loads" in skipped
     entry = skipped["coalescing.global-loads"]
@@ -120,5 +120,5 @@ def test_basic_set_report_says_what_it_could_notholds():
 
 
 def test_full_set_report_evaluates_every_kernel_rule():
-    result = analyze(read_report(FORMS / "forms_app.ncu-rep"))
+    result = analysis_cached(FORMS / "forms_app.ncu-rep")
     assert result.not_evaluated == []

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import read_cached
 
 from ncu_advisor import ReportParseError, read_report
 from ncu_advisor.readers.common import parse_numbers, short_name
@@ -29,12 +30,12 @@ IMPORT_FORMS = [n for n in PER_LAUNCH_FORMS
 @pytest.fixture(scope="module")
 def reference():
     """The .ncu-rep read through ncu_report: the most precise form of the capture."""
-    return read_report(REP)
+    return read_cached(REP)
 
 
 @pytest.mark.parametrize("name", PER_LAUNCH_FORMS)
 def test_every_form_gives_the_nine_launches(name):
-    report = read_report(FORMS / name)
+    report = read_cached(FORMS / name)
     assert report.launches["short_name"].tolist() == APP_KERNELS
     assert report.launches["id"].tolist() == list(range(9))
     assert (report.launches[["grid_x", "block_x"]].notna()).all().all()
@@ -46,7 +47,7 @@ def test_every_form_gives_the_nine_launches(name):
 
 
 def test_kernel_names_are_ncu_demangled_names():
-    report = read_report(FORMS / "forms_app.import.details.csv")
+    report = read_cached(FORMS / "forms_app.import.details.csv")
     names = report.launches["name"].tolist()
     assert names[0] == "copy_coalesced(float *, const float *, int)"
     assert names[4].startswith("void lab::apply_pair<lab::Mul<float>, lab::Add<float, ")
@@ -55,7 +56,7 @@ def test_kernel_names_are_ncu_demangled_names():
 @pytest.mark.parametrize("name", IMPORT_FORMS)
 def test_same_launch_same_numbers_in_every_form(name, reference):
     """Every metric a form shares with the .ncu-rep agrees within the form's printed precision."""
-    wide = read_report(FORMS / name).wide()
+    wide = read_cached(FORMS / name).wide()
     ref = reference.wide()
     common = [c for c in wide.columns if c in ref.columns
               and not c.startswith("derived__pct_occupancy_per")]  # instanced curves
@@ -79,14 +80,14 @@ def test_same_launch_same_numbers_in_every_form(name, reference):
 
 
 def test_raw_keeps_pm_sampling_columns_apart(reference):
-    report = read_report(FORMS / "forms_app.import.raw.base.csv")
+    report = read_cached(FORMS / "forms_app.import.raw.base.csv")
     metrics = set(report.metrics["metric"])
     assert "TPC.TriageCompute.sm__cycles_active.avg" in metrics
     assert "sm__cycles_active.avg" in metrics
 
 
 def test_summary_groups_kernels_and_counts_invocations():
-    report = read_report(FORMS / "forms_app.import.summary.csv")
+    report = read_cached(FORMS / "forms_app.import.summary.csv")
     launches = report.launches
     # Sorted by name; saxpy ran three times with three grids: three entries of one call each.
     assert sorted(launches["short_name"]) == sorted(APP_KERNELS)
@@ -96,8 +97,8 @@ def test_summary_groups_kernels_and_counts_invocations():
 
 
 def test_auto_units_are_converted_per_row():
-    auto = read_report(FORMS / "forms_app.import.details.csv")
-    base = read_report(FORMS / "forms_app.import.details.base.csv")
+    auto = read_cached(FORMS / "forms_app.import.details.csv")
+    base = read_cached(FORMS / "forms_app.import.details.base.csv")
     for metric in ("gpu__time_duration.sum", "dram__bytes.sum.per_second",
                    "dram__cycles_elapsed.avg.per_second"):
         a = auto.wide()[metric].to_numpy()
@@ -109,7 +110,7 @@ def test_auto_units_are_converted_per_row():
 
 
 def test_labels_resolve_to_metric_names_with_section_context():
-    report = read_report(FORMS / "forms_app.import.details.csv")
+    report = read_cached(FORMS / "forms_app.import.details.csv")
     m = report.metrics
     assert m["metric"].notna().all()
     # "Memory Throughput" means different metrics in two sections.
@@ -121,7 +122,7 @@ def test_labels_resolve_to_metric_names_with_section_context():
 
 
 def test_print_details_all_skips_inline_tables_and_prose():
-    report = read_report(FORMS / "forms_app.import.details.all.csv")
+    report = read_cached(FORMS / "forms_app.import.details.all.csv")
     assert len(report.launches) == 9
     assert report.metrics["metric"].notna().all()
     numa = report.metrics[report.metrics["metric"].fillna("").str.contains("numa", case=False)]
@@ -129,25 +130,25 @@ def test_print_details_all_skips_inline_tables_and_prose():
 
 
 def test_live_run_preamble_and_program_output_are_not_data():
-    report = read_report(FORMS / "forms_app.live.full.csv")
+    report = read_cached(FORMS / "forms_app.live.full.csv")
     assert report.session["clock_control"] == "none"
     assert any("Connected to process" in m for m in report.session["ncu_messages"])
     assert len(report.launches) == 9
 
 
 def test_nvtx_columns_shift_nothing_and_give_ranges():
-    report = read_report(FORMS / "forms_app.live.nvtx.csv")
+    report = read_cached(FORMS / "forms_app.live.nvtx.csv")
     ranges = report.launches["nvtx"].tolist()
     assert ranges[:2] == ["copies", "copies"] and ranges[2:5] == ["templates"] * 3
     assert ranges[5] is None or (isinstance(ranges[5], float) and math.isnan(ranges[5]))
     assert report.launches["short_name"].tolist() == APP_KERNELS
-    torch = read_report(FORMS / "torch_mlp.live.nvtx.csv")
+    torch = read_cached(FORMS / "torch_mlp.live.nvtx.csv")
     assert {"forward", "loss"} <= set(torch.launches["nvtx"].dropna())
 
 
 def test_nvtx_rename_changes_names_but_not_short_names():
-    plain = read_report(FORMS / "torch_mlp.import.basic.nvtx.csv").launches
-    renamed = read_report(FORMS / "torch_mlp.import.basic.nvtx-rename.csv").launches
+    plain = read_cached(FORMS / "torch_mlp.import.basic.nvtx.csv").launches
+    renamed = read_cached(FORMS / "torch_mlp.import.basic.nvtx-rename.csv").launches
     assert renamed["name"].str.startswith(("forward/", "loss/")).sum() == 5
     assert renamed["short_name"].tolist() == plain["short_name"].tolist()
     # The rename also switches demangling style: "<4," becomes "<(int)4,".
@@ -156,17 +157,17 @@ def test_nvtx_rename_changes_names_but_not_short_names():
 
 
 def test_metrics_only_and_small_sets():
-    report = read_report(FORMS / "forms_app.live.metrics.csv")
+    report = read_cached(FORMS / "forms_app.live.metrics.csv")
     assert set(report.metrics["metric"]) == {
         "gpu__time_duration.sum", "dram__bytes_read.sum", "launch__registers_per_thread",
         "sm__throughput.avg.pct_of_peak_sustained_elapsed"}
     assert report.ncu_rules.empty
-    basic = read_report(FORMS / "forms_app.live.basic.csv")
+    basic = read_cached(FORMS / "forms_app.live.basic.csv")
     assert len(basic.ncu_rules) > 0 and len(basic.metrics) < 600
 
 
 def test_ncu_rules_from_csv_and_rep(reference):
-    csv_rules = read_report(FORMS / "forms_app.import.details.csv").ncu_rules
+    csv_rules = read_cached(FORMS / "forms_app.import.details.csv").ncu_rules
     assert {"SOLBottleneck", "LaunchConfiguration"} <= set(csv_rules["rule"])
     assert set(csv_rules["type"]) <= {"OPT", "INF", "WRN", "ERR"}
     rep_rules = reference.ncu_rules
@@ -175,7 +176,7 @@ def test_ncu_rules_from_csv_and_rep(reference):
 
 
 def test_directory_reads_every_report_and_merges_exports_of_one_capture():
-    report = read_report(FORMS)
+    report = read_cached(FORMS)
     per_source = report.launches.groupby("source").size()
     # The eleven imports of forms_app.ncu-rep share process and IDs: one set of 9 launches.
     assert report.launches["process_id"].eq(2193).sum() == 9 + 9  # imports + summary

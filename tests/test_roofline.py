@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import analysis_cached, read_cached
 
 from ncu_advisor import analyze, read_report
 
@@ -13,7 +14,7 @@ DEMOS = ROOT / "sample_reports" / "demos"
 
 
 def demo_rooflines(name: str) -> dict[str, dict]:
-    result = analyze(read_report([DEMOS / f"{name}.raw.csv", DEMOS / f"{name}.details.csv"]))
+    result = analysis_cached([DEMOS / f"{name}.raw.csv", DEMOS / f"{name}.details.csv"])
     names = result.report.launches["short_name"]
     return {names[i]: r.to_dict() for i, r in result.rooflines.items()}
 
@@ -50,7 +51,7 @@ def test_intensity_peaks_and_ridge_from_the_report():
 
 
 def test_basic_set_has_bounds_but_no_peaks():
-    result = analyze(read_report(ROOT / "sample_reports/forms/forms_app.live.basic.csv"))
+    result = analysis_cached(ROOT / "sample_reports/forms/forms_app.live.basic.csv")
     r = result.rooflines[1].to_dict()  # copy_strided
     assert r["bound"] == "memory"
     assert r["peak_flops"] is None and "peaks" in r["missing"]
@@ -66,6 +67,6 @@ def test_datasheet_table_when_the_report_has_no_peaks():
 
 
 def test_measured_bandwidth_is_shown_beside_the_peak():
-    report = read_report(ROOT / "sample_reports/forms/forms_app.ncu-rep")
+    report = read_cached(ROOT / "sample_reports/forms/forms_app.ncu-rep")
     r = analyze(report, measured_bandwidth=4.214e12).rooflines[0].to_dict()
     assert r["measured_bandwidth"] == 4.214e12 and r["peak_bandwidth"] > r["measured_bandwidth"]

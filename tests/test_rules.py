@@ -10,8 +10,9 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from conftest import analysis_cached, read_cached
 
-from ncu_advisor import analyze, read_report
+from ncu_advisor import analyze
 from ncu_advisor.demos import get_demo, list_demos
 from ncu_advisor.report import Report, subset
 from ncu_advisor.rules_engine.loader import load_rules
@@ -30,9 +31,9 @@ OTHER_CAPTURES = {
 @cache
 def capture(name: str) -> Report:
     if name in OTHER_CAPTURES:
-        return read_report(OTHER_CAPTURES[name])
+        return read_cached(OTHER_CAPTURES[name])
     demos = ROOT / "sample_reports" / "demos"
-    return read_report([demos / f"{name}.raw.csv", demos / f"{name}.details.csv"])
+    return read_cached([demos / f"{name}.raw.csv", demos / f"{name}.details.csv"])
 
 
 @cache
@@ -100,7 +101,7 @@ def test_clean_good_variants_get_nothing_above_low():
 
 
 def test_ranking_across_a_multi_kernel_report():
-    result = analyze(read_report(ROOT / "sample_reports" / "demos"))
+    result = analysis_cached(ROOT / "sample_reports" / "demos")
     ranked = result.ranked()
     # Largest confidence-weighted saving first; a finding without an estimate sits right
     # after its kernel's best estimated one (never at the bottom: issue 14).

@@ -114,13 +114,29 @@ def _looks_like_report(path: Path) -> bool:
         return True  # let the reader say why it cannot be read
 
 
-def _expand(paths: Iterable[str | os.PathLike]) -> list[tuple[Path, bool]]:
+def _walk(folder: Path, problems: list[str] | None) -> list[Path]:
+    """Every file under a folder; folders that cannot be listed are named in ``problems``."""
+    def unreadable(exc: OSError) -> None:
+        if problems is not None:
+            problems.append(f"skipped {exc.filename}: cannot list folder "
+                            f"({exc.strerror or exc})")
+
+    found = []
+    for root, dirs, names in os.walk(folder, onerror=unreadable):
+        dirs.sort()
+        found.extend(Path(root, n) for n in names)
+    return found
+
+
+def _expand(paths: Iterable[str | os.PathLike],
+            problems: list[str] | None = None) -> list[tuple[Path, bool]]:
     """List the files to read; the flag says whether the file was found in a directory."""
     files: list[tuple[Path, bool]] = []
     for p in paths:
         path = Path(p)
         if path.is_dir():
-            found = sorted(f for f in path.rglob("*") if f.is_file() and _looks_like_report(f))
+            found = sorted(f for f in _walk(path, problems) if f.is_file()
+                           and _looks_like_report(f))
             if not found:
                 raise ReportParseError(f"{path}: directory holds no .csv or .ncu-rep reports "
                                        "(nor ncu text output)")
@@ -135,15 +151,22 @@ def _expand(paths: Iterable[str | os.PathLike]) -> list[tuple[Path, bool]]:
 
 
 def _read_source_page(path: Path) -> Report:
-    """A ``--page source`` CSV export: its per-line counters are not read yet."""
+    """A ``--page source`` CSV export read on its own: facts only (its lines attach elsewhere)."""
     return Report(
         launches=pd.DataFrame(columns=LAUNCH_COLUMNS), metrics=pd.DataFrame(columns=METRIC_COLUMNS),
-        ncu_rules=pd.DataFrame(columns=RULE_COLUMNS), sources=[str(path)],
-        warnings=[f"{path.name}: a --page source export; its per-line counters are not used"])
+        ncu_rules=pd.DataFrame(columns=RULE_COLUMNS), sources=[str(path)])
 
 
-def _read_form(path: Path) -> tuple[str, Report]:
-    """Read one file with the reader of its form; return the form too."""
+# Readers that can keep only some metrics (``metrics=`` names), for lean reading.
+_LEAN_READERS = (read_ncu_rep, read_csv_export)
+
+
+def _read_form(path: Path, metrics: Iterable[str] | None = None) -> tuple[str, Report]:
+    """Read one file with the reader of its form; return the form too.
+
+    ``metrics`` asks readers that can to keep only those metric names (launch facts are
+    always read).
+    """
     if not path.is_file():
         raise ReportParseError(f"{path}: not a regular file")
     try:
@@ -155,18 +178,20 @@ def _read_form(path: Path) -> tuple[str, Report]:
         reader = {"ncu-rep": read_ncu_rep, "text": read_text_output,
                   "session": read_session_page, "source": _read_source_page}.get(
                       form, read_csv_export)
-        return form, reader(path)
+        lean = {"metrics": metrics} if metrics is not None and reader in _LEAN_READERS else {}
+        return form, reader(path, **lean)
     except OSError as exc:  # permissions, I/O errors: a user's problem, one line
         raise ReportParseError(f"{path}: cannot read ({exc.strerror or exc})") from None
 
 
-def read_one(path: Path) -> Report:
+def read_one(path: Path, metrics: Iterable[str] | None = None) -> Report:
     """Read one file with the reader of its form (see :func:`detect_form`).
 
     Each reader checks its own content (empty file, report header, CSV header). A session or
     source page gives a Report without launches: facts to merge with a report of launches.
+    ``metrics`` asks readers that can to keep only those metric names.
     """
-    return _read_form(path)[1]
+    return _read_form(path, metrics)[1]
 
 
 def _session(report: Report) -> dict:
@@ -235,7 +260,8 @@ def _merge_same_launches(report: Report) -> Report:
 
 
 def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
-                progress: Callable[[int, int, Path], None] | None = None) -> Report:
+                progress: Callable[[int, int, Path], None] | None = None,
+                metrics: Iterable[str] | None = None) -> Report:
     """Read one or more exports (files or directories) into one Report.
 
     Args:
@@ -244,6 +270,9 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
             directories holding them. A ``--page session`` export adds its facts to
             ``session``.
         progress: called as ``progress(done, total, path)`` before each file is read.
+        metrics: keep only these metric names (None: all). ``ncu_advisor.metric_use.
+            analysis_metrics()`` is what the analysis reads; a raw export of tens of
+            thousands of launches then needs a fraction of the memory.
 
     Returns:
         The combined Report; ``launch`` numbers run over all inputs in order.
@@ -255,7 +284,8 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
     if isinstance(paths, str | os.PathLike):
         paths = [paths]
     parts, skipped, pages = [], [], []
-    files = _expand(paths)
+    files = _expand(paths, skipped)
+    metrics = None if metrics is None else frozenset(metrics)
     # A source page names no launch ID: it is attached to the launches read beside it.
     source_pages = [(p, d) for p, d in files if base_suffix(p) == ".csv" and is_source_page(p)]
     if source_pages:
@@ -266,7 +296,7 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
         if progress is not None:
             progress(done, len(files), path)
         try:
-            form, part = _read_form(path)
+            form, part = _read_form(path, metrics)
         except ReportParseError as exc:
             if not from_dir:
                 raise

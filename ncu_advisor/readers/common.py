@@ -43,14 +43,17 @@ def base_suffix(path: Path) -> str:
 _NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
 
 
-def parse_numbers(text: pd.Series | np.ndarray) -> np.ndarray:
+def parse_numbers(text: pd.Series | np.ndarray | pa.Array) -> np.ndarray:
     """Parse exported value texts into floats, vectorized in Arrow's C++ kernels.
 
     Handles thousands separators, ``aggregate (v1; v2; ...)`` instanced values, scientific
     notation, and ``n/a``/``nan``/``no data``/strings (NaN).
     """
-    arr = pa.array(np.asarray(text, dtype=object) if not isinstance(text, pd.Series)
-                   else text.astype(object).where(text.notna(), None), type=pa.string())
+    if isinstance(text, pa.Array | pa.ChunkedArray):
+        arr = text if text.type == pa.string() else text.cast(pa.string())
+    else:
+        arr = pa.array(np.asarray(text, dtype=object) if not isinstance(text, pd.Series)
+                       else text.astype(object).where(text.notna(), None), type=pa.string())
     arr = pc.utf8_trim_whitespace(arr)
     # "8,388,608 (3,145,728; 2,097,152; ...)" (instanced) or "1 (0-15)" (NUMA): the aggregate
     # comes first.
@@ -63,7 +66,34 @@ def parse_numbers(text: pd.Series | np.ndarray) -> np.ndarray:
 def parse_triples(text: pd.Series) -> pd.DataFrame:
     """Parse ``"(256, 1, 1)"`` launch shapes into three nullable integer columns."""
     parts = text.fillna("").astype(str).str.extract(_TRIPLE)
-    return parts.apply(pd.to_numeric, errors="coerce").astype("Int64")
+    return pd.DataFrame({c: safe_ints(parts[c]) for c in parts.columns})
+
+
+# Integers kept exactly: IDs, shapes and process IDs beyond this are not real launches.
+_INT_LIMIT = 2.0**53
+
+
+def safe_ints(values) -> pd.Series:
+    """Texts or floats to nullable integers; what is not a whole number in range is missing.
+
+    ``" 7"`` is 7; ``"0x1F"``, ``"nan"``, ``"7.5"`` and ``"1e400"`` are missing (the caller
+    says so in a warning).
+    """
+    series = pd.Series(values)
+    if series.dtype == object or isinstance(series.dtype, pd.StringDtype | pd.CategoricalDtype):
+        series = series.astype(object).where(series.notna(), None).astype(str).str.strip()
+        series = series.where(series.str.fullmatch(r"[+-]?\d{1,16}(\.0*)?"))
+    numbers = pd.to_numeric(series, errors="coerce").astype("float64")
+    numbers = numbers.where((numbers.abs() < _INT_LIMIT) & (numbers == np.round(numbers)))
+    return numbers.astype("Int64")
+
+
+def finite_or_nan(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Replace values beyond float range (parsed as infinity) by NaN; return the mask too."""
+    bad = np.isinf(values)
+    if bad.any():
+        values = np.where(bad, np.nan, values)
+    return values, bad
 
 
 def _strip_balanced(name: str, open_ch: str, close_ch: str) -> str:

@@ -15,8 +15,11 @@ positions shift with ``--nvtx``, so every column is located by name.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import re
+import zlib
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -29,27 +32,44 @@ from ..report import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, Report
 from ..units import normalize_unit
 from .common import (
     METRIC_NAME,
+    finite_or_nan,
     nvtx_ranges,
     parse_numbers,
     parse_triples,
-    read_input_bytes,
+    safe_ints,
     short_name,
 )
 from .labels import resolve_labels
 
-_HEADER = re.compile(r'^"(ID|Process ID)",', re.MULTILINE)
+# The header: the first line of quoted fields that names a "Kernel Name" column. Its first
+# field is "ID" (details, raw), "Process ID" (summary) or an NVTX column ("Domain", --nvtx).
+_HEADER = re.compile(rb'(?:\A|[\r\n])("[^\r\n]*?"Kernel Name"[^\r\n]*)')
 _IDENTITY = {
     "ID": "id", "Process ID": "process_id", "Process Name": "process", "Host Name": "host",
     "Kernel Name": "name", "Context": "context", "Stream": "stream", "Device": "device",
     "CC": "cc",
 }
+_SHAPE = ("Block Size", "Grid Size")
 _LABEL_NAME = re.compile(r"^(.*) \(([a-z0-9.]*_[a-z0-9_.]*)\)$")  # "Label (metric_name)"
 DURATION = "gpu__time_duration.sum"
+_DETAILS_COLUMNS = {
+    "Section Name", "Body Item Label", "Metric Name", "Metric Unit", "Metric Value",
+    "Rule Name", "Rule Type", "Rule Description", "Estimated Speedup Type", "Estimated Speedup",
+}
+_SUMMARY_COLUMNS = {"Invocations", "Section Name", "Metric Name", "Metric Unit", "Minimum",
+                    "Maximum", "Average"}
+_REQUIRED = {
+    "details": ("ID", "Kernel Name", "Metric Name", "Metric Value"),
+    "summary": ("Kernel Name", "Metric Name", "Average"),
+    "raw": ("ID", "Kernel Name"),
+}
+_PEEK = 1 << 20  # bytes read to find the header; grown while the header line is incomplete
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
 def decode(raw: bytes, path: Path) -> str:
     """Decode an export: UTF-8 (with or without BOM) or UTF-16 with a BOM (PowerShell's ``>``)."""
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+    if raw.startswith(_UTF16_BOMS):
         try:
             return raw.decode("utf-16")
         except UnicodeDecodeError as exc:
@@ -63,62 +83,175 @@ def decode(raw: bytes, path: Path) -> str:
         ) from None
 
 
-def read_csv_export(path: Path) -> Report:
-    """Read one ncu CSV export of any page or option into a Report."""
-    raw = read_input_bytes(path)
-    if not raw or raw.isspace():
-        raise ReportParseError(f"{path}: file is empty")
-    if b"\x00" in raw[:4096] and not raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise ReportParseError(f"{path}: binary data, not a CSV export (is it a .ncu-rep?)")
-    text = decode(raw, path)
-    match = _HEADER.search(text)
-    if match is None:
-        raise ReportParseError(
-            f"{path}: not an Nsight Compute CSV export (no header line starting with "
-            '"ID", or "Process ID",)'
-        )
-    preamble = [ln for ln in text[: match.start()].splitlines() if ln.strip()]
-    line_end = text.find("\n", match.start())
-    header_line = text[match.start(): line_end if line_end >= 0 else len(text)].rstrip("\r")
-    header = next(csv.reader([header_line]))
-    warnings: list[str] = []
-    # pyarrow parses the body from bytes; a PowerShell UTF-16 file is re-encoded first.
-    data = raw if not raw.startswith((b"\xff\xfe", b"\xfe\xff")) else text.encode("utf-8")
-    start = data.find(header_line.encode("utf-8")) + len(header_line.encode("utf-8")) + 1
-    body = data[start:]
-    if not body.endswith(b"\n") and not body.isspace():
+def _open(path: Path):
+    """Open an export for binary reading, decompressing ``.gz`` on the fly."""
+    return gzip.open(path, "rb") if path.suffix.lower() == ".gz" else path.open("rb")
+
+
+class _Chain(io.RawIOBase):
+    """A read-only stream: some bytes already read, then the rest of a file."""
+
+    def __init__(self, first: bytes, rest) -> None:
+        self._first, self._rest = memoryview(first), rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if len(self._first):
+            n = min(len(buffer), len(self._first))
+            buffer[:n] = self._first[:n]
+            self._first = self._first[n:]
+            return n
+        data = self._rest.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def read_csv_export(path: Path, metrics: Iterable[str] | None = None) -> Report:
+    """Read one ncu CSV export of any page or option into a Report.
+
+    Args:
+        path: the export (``.csv`` or ``.csv.gz``).
+        metrics: for raw pages, the metric columns to keep (None: all); identity columns
+            are always read. Raw pages are streamed in blocks, so memory follows the columns
+            kept, not the file's size.
+
+    """
+    with _open(path) as fh:
+        try:
+            head = fh.read(_PEEK)
+            while True:
+                match = _HEADER.search(head)
+                complete = match is not None and match.end(1) < len(head)
+                if complete or len(head) % _PEEK or len(head) >= 64 * _PEEK:
+                    break  # header line complete, file exhausted, or no header near the top
+                more = fh.read(_PEEK)
+                if not more:
+                    break
+                head += more
+        except (OSError, EOFError, zlib.error) as exc:
+            if isinstance(exc, OSError) and not isinstance(exc, gzip.BadGzipFile) \
+                    and exc.errno is not None:
+                raise
+            raise ReportParseError(f"{path}: broken gzip file ({exc})") from None
+        if not head or head.isspace():
+            raise ReportParseError(f"{path}: file is empty")
+        if head.startswith(_UTF16_BOMS):
+            # PowerShell's UTF-16: small files in practice; decode whole, parse as UTF-8.
+            head = decode(head + _read_rest(fh, path), path).encode("utf-8")
+            match = _HEADER.search(head)
+        if b"\x00" in head[:4096]:
+            raise ReportParseError(f"{path}: binary data, not a CSV export (is it a .ncu-rep?)")
+        if head.startswith(b"\xef\xbb\xbf"):
+            head = head[3:]
+            match = _HEADER.search(head)
+        try:
+            head.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if exc.start < len(head) - 4 or len(head) % _PEEK:  # not a character cut short
+                raise ReportParseError(
+                    f"{path}: not UTF-8 text (byte 0x{head[exc.start]:02x} at offset "
+                    f"{exc.start}); re-export it with ncu --csv") from None
+        if match is None:
+            raise ReportParseError(
+                f"{path}: not an Nsight Compute CSV export (no header line naming the "
+                '"Kernel Name" column, as ncu --csv writes)')
+        header_line = match.group(1)
+        try:
+            header = next(csv.reader([header_line.decode("utf-8")]))
+        except (UnicodeDecodeError, csv.Error, StopIteration) as exc:
+            raise ReportParseError(f"{path}: unreadable CSV header ({exc})") from None
+        preamble_text = head[: match.start(1)].decode("utf-8", errors="replace")
+        preamble = [ln for ln in preamble_text.splitlines() if ln.strip()]
+        after = match.end(1)
+        # Skip the header's own line ending (\n, \r\n or an old Mac's \r).
+        if head[after: after + 2] == b"\r\n":
+            after += 2
+        elif head[after: after + 1] in (b"\r", b"\n"):
+            after += 1
+        form = _form(header)
+        missing = [c for c in _REQUIRED[form] if c not in header]
+        if missing:
+            raise ReportParseError(f"{path}: the {form}-page CSV header lacks the column(s) "
+                                   + ", ".join(repr(c) for c in missing))
+        warnings: list[str] = []
+        if form == "raw":
+            report = _raw_stream(_Chain(head[after:], fh), header, path, warnings, metrics)
+        else:
+            body = head[after:] + _read_rest(fh, path)
+            report = _paged(body, header, form, path, warnings)
+    report.launches["form"] = form
+    report.session.update(_session_from_preamble(preamble))
+    report.warnings[:0] = warnings
+    return report
+
+
+def _read_rest(fh, path: Path) -> bytes:
+    try:
+        return fh.read()
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise ReportParseError(f"{path}: broken gzip file ({exc})") from None
+
+
+def _form(header: list[str]) -> str:
+    if "Invocations" in header:
+        return "summary"
+    if {"Metric Name", "Metric Value", "Metric Unit"} & set(header):
+        return "details"
+    return "raw"
+
+
+def _unknown_columns(header: list[str], known: set[str]) -> list[str]:
+    return [h for h in header if h not in known and h not in _IDENTITY and h not in _SHAPE
+            and not _is_nvtx_column(h)]
+
+
+def _is_nvtx_column(name: str) -> bool:
+    return "Domain" in name
+
+
+def _paged(body: bytes, header: list[str], form: str, path: Path,
+           warnings: list[str]) -> Report:
+    """Details and summary pages: one row per (launch, metric), parsed in memory."""
+    if b"\r" in body and b"\n" not in body:
+        body = body.replace(b"\r", b"\n")  # an old Mac's line endings (Arrow reads \r\n)
+    if not body.endswith(b"\n") and not body.isspace() and body:
         # ncu ends every line with a newline: a missing one means the file was cut short.
         warnings.append(f"{path.name}: the file ends mid-line (truncated?); its last line was "
                         "skipped")
         body = body[: body.rfind(b"\n") + 1]
     if not body or body.isspace():
         raise ReportParseError(f"{path}: the CSV header has no data rows")
-    if "Invocations" in header:
-        form = "summary"
+    unknown = _unknown_columns(header, _SUMMARY_COLUMNS if form == "summary"
+                               else _DETAILS_COLUMNS)
+    if unknown:
+        warnings.append(f"{path.name}: ignored unknown column(s) "
+                        + ", ".join(repr(c[:40]) for c in unknown[:5])
+                        + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""))
+    if form == "summary":
         frame, _, other = _arrow_rows(body, header, len(header), path, warnings)
-        report = _summary(frame, path)
+        report = _summary(_with_columns(frame, _SUMMARY_COLUMNS), path, warnings)
         _warn_skipped(other, path, warnings)
-    elif "Metric Name" in header:
-        form = "details"
-        # Metric rows stop after "Metric Value" plus one empty field; rule rows are complete.
-        width = header.index("Metric Value") + 2 if "Rule Name" in header else len(header)
-        frame, long_rows, other = _arrow_rows(body, header, width, path, warnings)
-        report = _details(frame, long_rows, header, path, warnings,
-                          print_details_all="Body Item Label" in header)
-        if "Body Item Label" not in header:  # that form interleaves prose and mini-tables
-            _warn_skipped(other, path, warnings)
-    else:
-        form = "raw"
-        lines = body.decode("utf-8", errors="replace").split("\n")
-        data_lines = [ln for ln in lines if ln.startswith('"')]
-        other = sum(1 for ln in lines if ln.strip() and not ln.startswith('"'))
-        report = _raw(_parse_rows(data_lines, header, path, warnings), header, path, warnings)
-        if other:
-            warnings.append(f"{path.name}: skipped {other} non-CSV line(s) after the header")
-    report.launches["form"] = form
-    report.session.update(_session_from_preamble(preamble))
-    report.warnings[:0] = warnings
+        return report
+    # Metric rows stop after "Metric Value" plus one empty field; rule rows are complete.
+    width = (header.index("Metric Value") + 2
+             if "Rule Name" in header and header.index("Metric Value") + 2 < len(header)
+             else len(header))
+    frame, long_rows, other = _arrow_rows(body, header, width, path, warnings)
+    report = _details(_with_columns(frame, _DETAILS_COLUMNS - {"Body Item Label"}), long_rows,
+                      header, path, warnings, print_details_all="Body Item Label" in header)
+    if "Body Item Label" not in header:  # that form interleaves prose and mini-tables
+        _warn_skipped(other, path, warnings)
     return report
+
+
+def _with_columns(frame: pd.DataFrame, columns) -> pd.DataFrame:
+    """Add the optional columns an export lacks, empty (a --metrics run has no rule columns)."""
+    for col in list(columns) + list(_IDENTITY) + list(_SHAPE):
+        if col not in frame.columns:
+            frame[col] = pd.Categorical([""] * len(frame))
+    return frame
 
 
 def _warn_skipped(lines: list[str], path: Path, warnings: list[str]) -> None:
@@ -155,35 +288,29 @@ def _arrow_rows(body: bytes, header: list[str], width: int, path: Path,
     try:
         table = pacsv.read_csv(
             pa.py_buffer(body),
-            read_options=pacsv.ReadOptions(column_names=names, use_threads=True),
+            read_options=pacsv.ReadOptions(column_names=names, use_threads=True,
+                                           block_size=_block_size(body)),
             parse_options=pacsv.ParseOptions(invalid_row_handler=keep_long),
             convert_options=pacsv.ConvertOptions(column_types=types, strings_can_be_null=False,
                                                  quoted_strings_can_be_null=False),
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise ReportParseError(f"{path}: malformed CSV ({str(exc).splitlines()[0]})") from None
+        raise _csv_error(path, exc) from None
     frame = table.to_pandas()
     rules = list(csv.reader(long_rows))
     return frame, rules, other
 
 
-def _parse_rows(lines: list[str], header: list[str], path: Path,
-                warnings: list[str]) -> pd.DataFrame:
-    """Parse the CSV body with pandas' C parser, every field as text (raw page)."""
-    names = _unique(header)
-    if not lines:
-        raise ReportParseError(f"{path}: the CSV header has no data rows")
-    try:
-        frame = pd.read_csv(
-            io.StringIO("\n".join(lines)), header=None, names=names, dtype=str,
-            keep_default_na=False, na_filter=False, engine="c", on_bad_lines="skip",
-            index_col=False,
-        )
-    except (pd.errors.ParserError, ValueError) as exc:
-        raise ReportParseError(f"{path}: malformed CSV ({str(exc).splitlines()[0]})") from None
-    if len(frame) < len(lines):
-        warnings.append(f"{path.name}: skipped {len(lines) - len(frame)} malformed CSV row(s)")
-    return frame
+def _block_size(body: bytes) -> int:
+    """Return a block size above the longest line.
+
+    Arrow fails on a row that straddles two blocks, and a failed multithreaded read can leave
+    its thread pool hanging at exit.
+    """
+    ends = np.flatnonzero(np.frombuffer(body, dtype=np.uint8) == 10)
+    longest = int(np.diff(ends, prepend=-1).max()) if len(ends) else len(body)
+    longest = max(longest, len(body) - (int(ends[-1]) + 1 if len(ends) else 0))
+    return max(1 << 20, 2 * longest + 1024)
 
 
 def _unique(header: list[str]) -> list[str]:
@@ -239,7 +366,8 @@ def _row_keys(frame: pd.DataFrame, key_cols: list[str]) -> tuple[np.ndarray, np.
     return launch_of, first
 
 
-def _launch_table(first: pd.DataFrame, frame_columns, path: Path) -> pd.DataFrame:
+def _launch_table(first: pd.DataFrame, frame_columns, path: Path,
+                  warnings: list[str] | None = None, row_kind: str = "row") -> pd.DataFrame:
     """Build LAUNCH_COLUMNS from the first row of each launch."""
     first = first.astype(object).where(first.notna(), None)
     out = pd.DataFrame({"launch": np.arange(len(first))})
@@ -248,7 +376,16 @@ def _launch_table(first: pd.DataFrame, frame_columns, path: Path) -> pd.DataFram
     for col, name in _IDENTITY.items():
         out[name] = first[col].astype(str).to_numpy() if col in first else None
     for col in ("id", "process_id", "device", "context", "stream"):
-        out[col] = pd.to_numeric(out[col], errors="coerce").astype("Int64")
+        text = out[col]
+        out[col] = safe_ints(text).to_numpy()
+        odd = out[col].isna().to_numpy() & text.notna().to_numpy() & (
+            text.astype(str).str.strip().ne("").to_numpy())
+        if odd.any() and warnings is not None and col in ("id", "process_id"):
+            i = int(np.flatnonzero(odd)[0])
+            what = col.replace("_", " ")
+            warnings.append(f"{path.name}: {int(odd.sum())} launch(es) with a {what} "
+                            f"that is not a whole number (first: {row_kind} {i + 1}, "
+                            f"{str(text.iloc[i])[:30]!r}); kept without it")
     out["name"] = out["name"].astype(str)
     out["short_name"] = out["name"].map(short_name)
     for prefix, col in (("grid", "Grid Size"), ("block", "Block Size")):
@@ -316,6 +453,7 @@ def _details(frame: pd.DataFrame, rule_rows: list[list[str]], header: list[str],
     launches = _launch_table(frame.iloc[first], frame.columns, path)
     label, metric = _split_metric_names(frame["Metric Name"])
     values, units = _units(frame["Metric Value"], frame["Metric Unit"])
+    values = _finite(values, metric, launch_of, path, warnings)
     metrics = pd.DataFrame({
         "launch": launch_of,
         "section": frame["Section Name"].array,
@@ -334,6 +472,7 @@ def _rule_table(rule_rows: list[list[str]], header: list[str],
     if not rule_rows or "Rule Name" not in header:
         return pd.DataFrame(columns=RULE_COLUMNS)
     rows = pd.DataFrame([r for r in rule_rows if len(r) == len(header)], columns=_unique(header))
+    rows = _with_columns(rows, _DETAILS_COLUMNS).astype(object)
     rows = rows[rows["Rule Name"].ne("")]
     ident = {(str(i), str(p), n): launch for i, p, n, launch in zip(
         launches["id"], launches["process_id"], launches["name"], launches["launch"],
@@ -349,55 +488,181 @@ def _rule_table(rule_rows: list[list[str]], header: list[str],
         "title": None,  # the CSV keeps only the rule id, not the message title
         "description": rows["Rule Description"].to_numpy(),
         "speedup_type": rows["Estimated Speedup Type"].replace("", None).to_numpy(),
-        "speedup": parse_numbers(rows["Estimated Speedup"]),
+        "speedup": finite_or_nan(parse_numbers(rows["Estimated Speedup"]))[0],
     })
 
 
-def _raw(frame: pd.DataFrame, header: list[str], path: Path, warnings: list[str]) -> Report:
-    """Raw page: wide, with a units row under the header."""
-    units_row = frame.iloc[0]
-    if units_row.get("ID", "x") != "":
-        warnings.append(f"{path.name}: raw page without a units row; values taken as exported")
-        units_row = pd.Series("", index=frame.columns)
+def _raw_stream(stream, header: list[str], path: Path, warnings: list[str],
+                wanted: Iterable[str] | None) -> Report:
+    """Raw page: one row per launch, one column per metric, a units row under the header.
+
+    Read in blocks with pyarrow's streaming reader, keeping only the identity columns and the
+    wanted metric columns; each block's metric columns become the long table with one
+    reshape (launch-major), so cost and memory follow launches x kept columns.
+    """
+    names = _unique(header)
+    ident = [c for c in names if c in _IDENTITY or c in _SHAPE or _is_nvtx_column(c)]
+    keep = None if wanted is None else set(wanted)
+    metric_cols = [c for c in names if c not in ident and (keep is None or c in keep)]
+    skipped_rows = [0, None]
+
+    def skip(row) -> str:
+        skipped_rows[0] += 1
+        if skipped_rows[1] is None:
+            skipped_rows[1] = row.text
+        return "skip"
+
+    block = max(4 << 20, 4 * sum(map(len, header)))
+    try:
+        reader = pacsv.open_csv(
+            pa.PythonFile(stream, mode="r"),
+            read_options=pacsv.ReadOptions(column_names=names, use_threads=False,
+                                           block_size=block),
+            parse_options=pacsv.ParseOptions(invalid_row_handler=skip),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=ident + metric_cols,
+                column_types={c: pa.string() for c in ident + metric_cols},
+                strings_can_be_null=False, quoted_strings_can_be_null=False),
+        )
+        batches = iter(reader)
+        first = next(batches, None)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, EOFError, zlib.error) as exc:
+        raise _csv_error(path, exc) from None
+    if first is None or first.num_rows == 0:
+        raise ReportParseError(f"{path}: the CSV header has no data rows")
+    units = [""] * len(metric_cols)
+    if first.column("ID")[0].as_py() == "":
+        units = [first.column(c)[0].as_py() for c in metric_cols]
+        first = first.slice(1)
     else:
-        frame = frame.iloc[1:]
-    frame = frame[_valid_rows(frame, "ID")]
-    key_cols = [c for c in ("ID", "Process ID", "Kernel Name") if c in frame]
-    _, first = _row_keys(frame, key_cols)
-    frame = frame.iloc[first]  # one row per launch already; drops accidental duplicates
-    launches = _launch_table(frame, frame.columns, path)
-    ident = set(_IDENTITY) | {"Block Size", "Grid Size"}
-    metric_cols = [c for c in frame.columns if c not in ident and not c.startswith(
-        ("thread Domain", "Id:Domain"))]
-    long = frame[metric_cols].set_axis(np.arange(len(frame))).melt(
-        ignore_index=False, var_name="metric", value_name="text")
-    launch = long.index.to_numpy()
-    unit_text = long["metric"].map(units_row[metric_cols].to_dict()).astype("category")
-    values, units = _units(long["text"], unit_text)
-    # PM-sampling columns keep their unit-group prefix ("TPC.TriageCompute.sm__..."): they
-    # are sampled time series, not the same measurement as the plain metric.
-    metric = long["metric"]
+        warnings.append(f"{path.name}: raw page without a units row; values taken as exported")
+    factors = np.array([normalize_unit(u)[1] for u in units], dtype=np.float64)
+    base_units = [normalize_unit(u)[0] for u in units]
+    idents: list[pa.RecordBatch] = []
+    values, texts = [], []
+    n_rows = 0
+    bad_cells: list[tuple[int, str]] = []
+    try:
+        for batch in _chain_batches(first, batches):
+            if batch.num_rows == 0:
+                continue
+            idents.append(batch.select(ident))
+            v, t = _raw_block(batch, metric_cols, factors)
+            inf_rows, inf_cols = np.nonzero(np.isinf(v))
+            if len(inf_rows):
+                bad_cells.extend((n_rows + int(r), metric_cols[int(c)])
+                                 for r, c in zip(inf_rows[:3], inf_cols[:3], strict=True))
+                v[np.isinf(v)] = np.nan
+            values.append(v.ravel())
+            texts.append(t)
+            n_rows += batch.num_rows
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, EOFError, zlib.error) as exc:
+        raise _csv_error(path, exc) from None
+    if skipped_rows[0]:
+        warnings.append(f"{path.name}: skipped {skipped_rows[0]} malformed or non-data line(s), "
+                        f"first: {skipped_rows[1][:70]!r}")
+    if n_rows == 0:
+        raise ReportParseError(f"{path}: no profiled launches in this export")
+    if bad_cells:
+        where = ", ".join(f"launch row {r + 1} {m}" for r, m in bad_cells[:3])
+        warnings.append(f"{path.name}: number(s) beyond float range read as missing ({where})")
+    frame = pa.Table.from_batches(idents).to_pandas()
+    launches = _launch_table(frame, frame.columns, path, warnings, "launch row")
+    m = len(metric_cols)
     metrics = pd.DataFrame({
-        "launch": launch, "section": None, "metric": metric.to_numpy(), "label": None,
-        "unit": units, "value": values, "text": long["text"].to_numpy(),
+        "launch": np.repeat(np.arange(n_rows, dtype=np.int64), m),
+        "section": _empty_category(n_rows * m),
+        "metric": pd.Categorical.from_codes(np.tile(np.arange(m, dtype=np.int32), n_rows),
+                                            categories=pd.Index(metric_cols, dtype=object)),
+        "label": _empty_category(n_rows * m),
+        "unit": _codes_of(base_units, n_rows),
+        "value": np.concatenate(values) if values else np.empty(0),
+        # Texts stay in Arrow memory (one buffer, not a Python string per cell).
+        "text": pd.arrays.ArrowExtensionArray(pa.chunked_array(texts, type=pa.string())),
     })
-    metrics = metrics.sort_values("launch", kind="stable")
-    return _finish(launches, metrics, pd.DataFrame(columns=RULE_COLUMNS), path)
+    # Accidental duplicate rows of one launch: the first wins.
+    key_cols = [c for c in ("ID", "Process ID", "Kernel Name") if c in frame]
+    dup = frame.duplicated(key_cols).to_numpy() & launches["id"].notna().to_numpy()
+    if dup.any():
+        keep_rows = np.flatnonzero(~dup)
+        order = np.full(n_rows, -1, dtype=np.int64)
+        order[keep_rows] = np.arange(len(keep_rows))
+        warnings.append(f"{path.name}: skipped {int(dup.sum())} repeated launch row(s)")
+        launches = launches.iloc[keep_rows].assign(launch=np.arange(len(keep_rows)))
+        metrics = metrics[~np.repeat(dup, m)]
+        metrics = metrics.assign(launch=order[metrics["launch"].to_numpy()])
+    return _finish(launches, metrics.reset_index(drop=True), pd.DataFrame(columns=RULE_COLUMNS),
+                   path)
 
 
-def _summary(frame: pd.DataFrame, path: Path) -> Report:
+def _chain_batches(first, rest):
+    yield first
+    yield from rest
+
+
+def _csv_error(path: Path, exc: BaseException) -> ReportParseError:
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "straddl" in text:
+        text = "a line is longer than any row ncu writes"
+    if "Empty CSV" in text:
+        return ReportParseError(f"{path}: the CSV header has no data rows")
+    if "UTF8" in text or "UTF-8" in text:
+        return ReportParseError(f"{path}: not UTF-8 text; re-export it with ncu --csv")
+    return ReportParseError(f"{path}: malformed CSV ({text})")
+
+
+def _raw_block(batch: pa.RecordBatch, metric_cols: list[str],
+               factors: np.ndarray) -> tuple[np.ndarray, pa.Array]:
+    """One block of raw rows -> (values as rows x metrics in base units, texts launch-major)."""
+    k, m = batch.num_rows, len(metric_cols)
+    if m == 0:
+        return np.empty((k, 0)), pa.array([], type=pa.string())
+    # All metric columns end to end (metric-major), parsed in one pass of Arrow kernels.
+    flat = pa.concat_arrays([batch.column(c) for c in metric_cols])
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = parse_numbers(flat).reshape(m, k) * factors[:, None]
+    order = np.arange(m * k).reshape(m, k).T.ravel()  # launch-major: launch, then metric
+    return np.ascontiguousarray(v.T), flat.take(pa.array(order))
+
+
+def _empty_category(n: int) -> pd.Categorical:
+    return pd.Categorical.from_codes(np.full(n, -1, dtype=np.int8),
+                                     categories=pd.Index([], dtype=object))
+
+
+def _codes_of(per_column: list[str], n_rows: int) -> pd.Categorical:
+    cats, codes = np.unique(np.asarray(per_column, dtype=object).astype(str), return_inverse=True)
+    return pd.Categorical.from_codes(np.tile(codes.astype(np.int32), n_rows),
+                                     categories=pd.Index(cats, dtype=object))
+
+
+def _finite(values: np.ndarray, metric: np.ndarray, launch_of: np.ndarray, path: Path,
+            warnings: list[str]) -> np.ndarray:
+    """Numbers beyond float range become NaN, with a warning naming the first cells."""
+    values, bad = finite_or_nan(values)
+    if bad.any():
+        where = ", ".join(f"launch {int(launch_of[i])} {metric[i]}"
+                          for i in np.flatnonzero(bad)[:3])
+        warnings.append(f"{path.name}: {int(bad.sum())} number(s) beyond float range read as "
+                        f"missing ({where})")
+    return values
+
+
+def _summary(frame: pd.DataFrame, path: Path, warnings: list[str]) -> Report:
     """Per-kernel summary: one launch row per kernel name and shape, with invocations."""
     frame = frame[_valid_rows(frame, "Process ID")]
     key_cols = ["Process ID", "Kernel Name", "Block Size", "Grid Size", "Device", "CC"]
     launch_of, first = _row_keys(frame, key_cols)
     launches = _launch_table(frame.iloc[first], frame.columns, path)
     launches["id"] = pd.array([pd.NA] * len(launches), dtype="Int64")  # summaries have no IDs
-    launches["invocations"] = pd.to_numeric(
-        frame["Invocations"].iloc[first].astype(str), errors="coerce").to_numpy()
+    launches["invocations"] = safe_ints(frame["Invocations"].iloc[first]).fillna(1).to_numpy()
     avg, units = _units(frame["Average"], frame["Metric Unit"])
     lo, _ = _units(frame["Minimum"], frame["Metric Unit"])
     hi, _ = _units(frame["Maximum"], frame["Metric Unit"])
     label, metric = _split_metric_names(frame["Metric Name"])
+    avg = _finite(avg, metric, launch_of, path, warnings)
+    lo, _ = finite_or_nan(lo)
+    hi, _ = finite_or_nan(hi)
     metrics = pd.DataFrame({
         "launch": launch_of, "section": frame["Section Name"].astype(str).to_numpy(dtype=object),
         "body_item": "", "metric": metric, "label": label, "unit": units, "value": avg,

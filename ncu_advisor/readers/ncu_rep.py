@@ -2,15 +2,20 @@
 
 The ``ncu-report`` wheel on PyPI reads reports offline (no CUDA, no ncu); where it is missing,
 the ``extras/python`` folder of an Nsight Compute install works too (``NCU_REPORT_PATH`` or
-the usual install folders are tried).
+the usual install folders are tried). The native reader runs in a child process
+(``ncu_rep_child.py``): a damaged report that makes it abort ends the child, and the user gets
+one line naming the file. Launches stream back one at a time, with only the metrics asked for.
 """
 
 from __future__ import annotations
 
-import glob
-import importlib
-import os
+import json
+import pickle
+import signal
+import subprocess
 import sys
+import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +23,7 @@ import pandas as pd
 
 from ..errors import ReportParseError
 from ..report import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, Report
+from . import ncu_rep_child
 from .common import short_name
 from .source_page import source_lines_frame, source_lines_of_action
 
@@ -26,122 +32,185 @@ from .source_page import source_lines_frame, source_lines_of_action
 _MSG_TYPE = {0: None, 1: "INF", 2: "OPT", 3: "WRN", 4: "ERR"}
 _SPEEDUP_TYPE = {0: None, 1: "local", 2: "global"}
 _REP_MAGIC = b"NVR\x00"  # first bytes of every report ncu 2025.3 writes
+_MIN_SIZE = 64  # a report with one kernel result is tens of KB; less is surely cut short
+_CHILD = Path(ncu_rep_child.__file__)
 
 
-def _import_ncu_report():
-    """Import ``ncu_report`` from the wheel, or from an Nsight Compute install."""
-    try:
-        return importlib.import_module("ncu_report")
-    except ImportError:
-        pass
-    candidates = [os.environ.get("NCU_REPORT_PATH", "")]
-    candidates += sorted(glob.glob("/opt/nvidia/nsight-compute/*/extras/python"), reverse=True)
-    candidates += sorted(glob.glob("/usr/local/cuda*/nsight-compute*/extras/python"), reverse=True)
-    for folder in filter(None, candidates):
-        if Path(folder, "ncu_report.py").exists():
-            sys.path.insert(0, folder)
-            try:
-                return importlib.import_module("ncu_report")
-            except ImportError:
-                sys.path.remove(folder)
-    raise ReportParseError(
-        "reading .ncu-rep files needs NVIDIA's ncu_report module: pip install ncu-report "
-        "(or export the report to CSV: ncu --import FILE.ncu-rep --csv --page raw)"
-    )
-
-
-def _nvtx_of(action) -> str | None:
-    """Return the push/pop NVTX ranges open at launch, outer/inner."""
-    try:
-        state = action.nvtx_state()
-        if state is None:
-            return None
-        names = []
-        for domain_id in state.domains():
-            domain = state.domain_by_id(domain_id)
-            names.extend(str(r) for r in domain.push_pop_ranges())
-        return "/".join(names) or None
-    except Exception:  # noqa: BLE001 - NVTX is optional decoration; never fail a read on it
-        return None
-
-
-def read_ncu_rep(path: Path) -> Report:
-    """Read every kernel result of a ``.ncu-rep`` file."""
+def _check_header(path: Path) -> None:
+    """Refuse what is surely not a report before native code sees it."""
     with path.open("rb") as fh:
-        head = fh.read(len(_REP_MAGIC))  # the header only: reports run to tens of MB
+        head = fh.read(_MIN_SIZE)  # the header only: reports run to tens of MB
     if not head:
         raise ReportParseError(f"{path}: file is empty")
     if not head.startswith(_REP_MAGIC):
         raise ReportParseError(f"{path}: not a readable .ncu-rep (no Nsight Compute report "
                                "header)")
-    ncu_report = _import_ncu_report()
+    if len(head) < _MIN_SIZE:
+        raise ReportParseError(f"{path}: not a readable .ncu-rep (only {len(head)} bytes; "
+                               "truncated?)")
+
+
+def _records(path: Path, metrics: Iterable[str] | None):
+    """Run the child on one report and yield its records; a crash becomes one line."""
+    wanted = None if metrics is None else sorted(metrics)
+    with tempfile.TemporaryFile() as err:  # the native reader logs here, not on our stderr
+        proc = subprocess.Popen([sys.executable, str(_CHILD), str(path)],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+        try:
+            proc.stdin.write(json.dumps(wanted).encode())
+            proc.stdin.close()
+            done = False
+            while not done:
+                try:
+                    record = pickle.load(proc.stdout)
+                except (EOFError, pickle.UnpicklingError):
+                    break
+                if record[0] == "error":
+                    raise ReportParseError(f"{path}: {record[1]}")
+                done = record[0] == "done"
+                if not done:
+                    yield record
+            code = proc.wait()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        if not done or code != 0:
+            raise ReportParseError(f"{path}: not a readable .ncu-rep (the ncu_report reader "
+                                   f"{_how_it_ended(code)}; the file is damaged or truncated)")
+
+
+def _how_it_ended(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"stopped early (exit status {code})"
+
+
+def read_ncu_rep(path: Path, metrics: Iterable[str] | None = None) -> Report:
+    """Read every kernel result of a ``.ncu-rep`` file.
+
+    Args:
+        path: the report.
+        metrics: metric names to keep (None: all). Launch facts (grid, block, duration,
+            compute capability) are always read.
+
+    """
+    _check_header(path)
+    launch_rows, rule_rows, empty = [], [], 0
+    names_parts, unit_parts, value_parts, launch_parts = [], [], [], []
+    texts: dict[int, str] = {}
+    position = 0
+    for _, facts, names, units, values, strings, rules in _records(path, metrics):
+        if not facts.get("name") and not names:
+            empty += 1  # a cut-short or damaged report holds results without name or metrics
+            continue
+        idx = len(launch_rows)
+        launch_rows.append(_launch_row(idx, path, facts))
+        names_parts.append(names)
+        unit_parts.append(units)
+        value_parts.append(np.asarray(values, dtype=np.float64))
+        launch_parts.append(np.full(len(names), idx, dtype=np.int64))
+        texts.update({position + i: t for i, t in strings.items()})
+        position += len(names)
+        for section, rule, mtype, title, message, stype, speedup in rules:
+            rule_rows.append({
+                "launch": idx, "section": section, "rule": rule,
+                "type": _MSG_TYPE.get(_small_int(mtype)), "title": title,
+                "description": message, "speedup_type": _SPEEDUP_TYPE.get(_small_int(stype)),
+                "speedup": speedup,
+            })
+    if not launch_rows:
+        raise ReportParseError(f"{path}: the report holds no profiled kernels"
+                               + (" (truncated or damaged?)" if empty else ""))
+    warnings = [f"{path.name}: skipped {empty} kernel result(s) without name or metrics "
+                "(truncated or damaged report?)"] if empty else []
+    launches = pd.DataFrame(launch_rows, columns=LAUNCH_COLUMNS)
+    for col in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "id", "device",
+                "context", "stream"):
+        launches[col] = _safe_int_column(launches[col])
+    flat_names = [n for part in names_parts for n in part]
+    text = np.full(len(flat_names), None, dtype=object)
+    for i, t in texts.items():
+        text[i] = t
+    metrics_frame = pd.DataFrame({
+        "launch": np.concatenate(launch_parts) if launch_parts else np.empty(0, np.int64),
+        "section": None,
+        "metric": pd.Categorical(flat_names),
+        "label": None,
+        "unit": pd.Categorical([u for part in unit_parts for u in part]),
+        "value": np.concatenate(value_parts) if value_parts else np.empty(0),
+        "text": text,
+    })[METRIC_COLUMNS]
+    rules_frame = pd.DataFrame(rule_rows, columns=RULE_COLUMNS)
+    # ncu's rule text uses @section:Id:Label@ / @url:Text:URL@ markup; show the text.
+    rules_frame["description"] = rules_frame["description"].astype(object).str.replace(
+        r"@section:[^:@]*:([^@]*)@", r"\1", regex=True).str.replace(
+        r"@url:([^:@]*):([^@]*)@", r"\1 (\2)", regex=True)
+    return Report(launches=launches, metrics=metrics_frame, ncu_rules=rules_frame,
+                  sources=[str(path)], warnings=warnings,
+                  source_lines=source_lines_frame(_source_rows(path)))
+
+
+def _source_rows(path: Path) -> list[dict]:
+    """Per-line counters of every launch (``source_page.source_lines_of_action``).
+
+    Read in this process, but only after the child read the whole report without failing, so
+    a damaged file never reaches here. Launches are numbered as the child numbered them: results
+    without a name (a cut-short report) are skipped.
+    """
     try:
+        ncu_report = ncu_rep_child.import_ncu_report()
         ctx = ncu_report.load_report(str(path))
-    except Exception as exc:  # noqa: BLE001 - the module raises plain Exceptions
-        raise ReportParseError(f"{path}: not a readable .ncu-rep ({exc})") from None
-    launch_rows, metric_rows, rule_rows, source_rows = [], [], [], []
-    idx = 0
-    string_kind = getattr(ncu_report.IMetric, "ValueKind_STRING", 2)
+    except Exception:  # noqa: BLE001 - no source lines is a fine answer here
+        return []
+    rows, idx = [], 0
     for r in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(r)
         for a in range(rng.num_actions()):
             action = rng.action_by_idx(a)
-            values: dict[str, float] = {}
-            for name in action.metric_names():
-                metric = action[name]
-                unit = metric.unit() or ""
-                if metric.kind() == string_kind:
-                    text = metric.as_string()
-                    value = np.nan
-                else:
-                    value = float(metric.as_double())
-                    text = repr(value)
-                values[name] = value
-                metric_rows.append((idx, None, name, None, unit, value, text))
-            demangled = action.name(ncu_report.IAction.NameBase_DEMANGLED)
-
-            def get(metric_name: str, values=values) -> float:
-                return values.get(metric_name, np.nan)
-
-            cc_major, cc_minor = (get("device__attribute_compute_capability_major"),
-                                  get("device__attribute_compute_capability_minor"))
-            launch_rows.append({
-                "launch": idx, "source": str(path), "form": "ncu-rep", "id": idx,
-                "process_id": None, "process": None, "host": None, "name": demangled,
-                "short_name": short_name(demangled),
-                "grid_x": get("launch__grid_dim_x"), "grid_y": get("launch__grid_dim_y"),
-                "grid_z": get("launch__grid_dim_z"), "block_x": get("launch__block_dim_x"),
-                "block_y": get("launch__block_dim_y"), "block_z": get("launch__block_dim_z"),
-                "device": get("launch__device_id"),
-                "cc": None if np.isnan(cc_major) else f"{int(cc_major)}.{int(cc_minor)}",
-                "context": get("launch__context_id"), "stream": get("launch__stream_id"),
-                "nvtx": _nvtx_of(action), "duration_ns": get("gpu__time_duration.sum"),
-                "invocations": 1,
-            })
-            for result in action.rule_results_as_dicts():
-                message = result.get("rule_message") or {}
-                speedup = result.get("speedup_estimation") or {}
-                rule_rows.append({
-                    "launch": idx, "section": result.get("section_identifier"),
-                    "rule": result.get("rule_identifier"),
-                    "type": _MSG_TYPE.get(int(message.get("type", 0) or 0)),
-                    "title": message.get("title"), "description": message.get("message"),
-                    "speedup_type": _SPEEDUP_TYPE.get(int(speedup.get("type", 0) or 0)),
-                    "speedup": speedup.get("speedup", np.nan),
-                })
-            source_rows.extend(source_lines_of_action(action, idx))
+            if not action.name(ncu_report.IAction.NameBase_DEMANGLED):
+                continue
+            rows.extend(source_lines_of_action(action, idx))
             idx += 1
-    if not launch_rows:
-        raise ReportParseError(f"{path}: the report holds no profiled kernels")
-    launches = pd.DataFrame(launch_rows, columns=LAUNCH_COLUMNS)
-    for col in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "id", "device",
-                "context", "stream"):
-        launches[col] = pd.to_numeric(launches[col]).round().astype("Int64")
-    metrics = pd.DataFrame(metric_rows, columns=METRIC_COLUMNS)
-    rules = pd.DataFrame(rule_rows, columns=RULE_COLUMNS)
-    # ncu's rule text uses @section:Id:Label@ / @url:Text:URL@ markup; show the text.
-    rules["description"] = rules["description"].str.replace(
-        r"@section:[^:@]*:([^@]*)@", r"\1", regex=True).str.replace(
-        r"@url:([^:@]*):([^@]*)@", r"\1 (\2)", regex=True)
-    return Report(launches=launches, metrics=metrics, ncu_rules=rules, sources=[str(path)],
-                  source_lines=source_lines_frame(source_rows))
+    return rows
+
+
+def _small_int(value) -> int:
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
+def _safe_int_column(values: pd.Series) -> pd.Series:
+    """Floats to nullable integers; NaN and values beyond int64 become missing."""
+    numbers = pd.to_numeric(values, errors="coerce").astype("float64")
+    numbers = numbers.where(numbers.abs() < 2.0**62).round()
+    return numbers.astype("Int64")
+
+
+def _launch_row(idx: int, path: Path, facts: dict) -> dict:
+    def get(metric_name: str) -> float:
+        return facts.get(metric_name, np.nan)
+
+    name = facts.get("name") or ""
+    major, minor = (get("device__attribute_compute_capability_major"),
+                    get("device__attribute_compute_capability_minor"))
+    cc = None
+    if np.isfinite(major) and abs(major) < 1000:
+        cc = f"{int(major)}.{int(minor) if np.isfinite(minor) and abs(minor) < 1000 else 0}"
+    return {
+        "launch": idx, "source": str(path), "form": "ncu-rep", "id": idx,
+        "process_id": None, "process": None, "host": None, "name": name,
+        "short_name": short_name(name),
+        "grid_x": get("launch__grid_dim_x"), "grid_y": get("launch__grid_dim_y"),
+        "grid_z": get("launch__grid_dim_z"), "block_x": get("launch__block_dim_x"),
+        "block_y": get("launch__block_dim_y"), "block_z": get("launch__block_dim_z"),
+        "device": get("launch__device_id"), "cc": cc,
+        "context": get("launch__context_id"), "stream": get("launch__stream_id"),
+        "nvtx": facts.get("nvtx"), "duration_ns": get("gpu__time_duration.sum"),
+        "invocations": 1,
+    }

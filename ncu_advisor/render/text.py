@@ -2,10 +2,28 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import textwrap
 
 _SEV = {"high": "HIGH", "medium": "MED ", "low": "low ", "info": "info"}
+
+
+# Terminal control characters (ESC, BEL, CR, ...), bidi overrides and line/paragraph
+# separators in kernel names or file names could rewrite the terminal or reorder the text.
+_UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e"
+                     "\u2060-\u2069\ufeff]")
+
+
+def safe_text(text: str, newlines: bool = True) -> str:
+    r"""Escape control, bidi and line-separator characters (``\x1b``, ``\u202e``).
+
+    ``newlines=False`` escapes ``\n`` too (names and one-line fields).
+    """
+    if not newlines:
+        text = text.replace("\n", "\\x0a")
+    return _UNSAFE.sub(lambda m: (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                                  else f"\\u{ord(m.group()):04x}"), text)
 
 
 def fmt_time(ns: float | None) -> str:
@@ -35,7 +53,7 @@ def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
     lines.append(f"bounds: {b['memory']} memory, {b['compute']} compute, {b['latency']} latency"
                  + (f", {b['unknown']} unknown" if b["unknown"] else ""))
     for w in result.get("warnings", []):
-        lines.append(f"warning: {_clip(w, width - 9)}")
+        lines.append(f"warning: {_clip(safe_text(w, newlines=False), width - 9)}")
     lines.extend(_validity_lines(result.get("validity", []), width))
     lines.append("")
     lines.extend(_region_lines(result.get("regions", []), width))
@@ -47,7 +65,7 @@ def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
         bound = k["roofline"]["bound"] or "?"
         kid = "" if k["id"] is None else str(k["id"])
         lines.append(f"{kid:>4}  {fmt_time(k['duration_ns']):>9}  {share:>6}  {bound:<8} "
-                     f"{k['invocations']:>5}  {_clip(k['name'], name_w)}")
+                     f"{k['invocations']:>5}  {_clip(safe_text(k['name'], False), name_w)}")
     if len(kernels) > max(top * 2, 20):
         lines.append(f"      ... {len(kernels) - max(top * 2, 20)} more (use --format json)")
     lines.append("")
@@ -61,7 +79,7 @@ def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
             gain = (f"  saves ~{fmt_time(saving)} ({f['app_saving_pct']:.1f}% of run)"
                     if saving else "")
             lines.append(f"{i:>2}. [{_SEV[f['severity']]}] {f['category']}: "
-                         f"{_clip(f['kernel'], 40)}{gain}")
+                         f"{_clip(safe_text(f['kernel'], False), 40)}{gain}")
             lines.append(textwrap.indent(textwrap.fill(f["title"], width - 6), "      "))
             if f.get("note"):
                 lines.append(_clip("      note: " + f["note"], width))
@@ -88,7 +106,7 @@ def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
         lines.append(f"Not evaluated ({len(missing)} rule(s) lack metrics in this input):")
         for rule, how in sorted(missing.items()):
             lines.append(_clip(f"  {rule}: needs {how}", width))
-    return "\n".join(lines) + "\n"
+    return "\n".join(safe_text(line) for line in lines) + "\n"
 
 
 def _validity_lines(entries: list[dict], width: int) -> list[str]:

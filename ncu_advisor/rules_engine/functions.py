@@ -135,6 +135,7 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
     )
 
     findings = []
+    by_launch = launches.set_index("launch")  # once: per chain member it was quadratic
     for chain in chains:
         in_one_range = all(_same_region(rows[chain[0]], rows[c]) for c in chain[1:])
         # Matching traffic alone cannot prove one kernel consumes the other's output (two
@@ -143,11 +144,11 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
         sub = q.loc[chain]
         total = float(sum(reads[c] + writes[c] for c in chain))
         ideal = float(reads[chain[0]] + writes[chain[-1]])
-        duration = float(launches.set_index("launch").loc[chain, "duration_ns"].sum())
+        duration = float(by_launch.loc[chain, "duration_ns"].sum())
         pct = max(0.0, 1.0 - ideal / total) * 100.0 if total > 0 else None
         values = {"chain_length": float(len(chain)), "saving_pct": pct or 0.0,
                   "traffic_ratio": total / ideal if ideal else np.nan}
-        names = launches.set_index("launch").loc[chain, "short_name"].tolist()
+        names = by_launch.loc[chain, "short_name"].tolist()
         first = {**sub.iloc[0].to_dict(), **values}  # severity steps read the first kernel
         finding = make_finding(
             rule, first, confidence=confidence, speedup_pct=pct, duration_ns=duration,
@@ -157,7 +158,7 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
                       "dram_bytes_fused": {"value": ideal, "unit": "byte",
                                            "label": "DRAM bytes if fused (first reads + last "
                                                     "writes)"}},
-            kernel_ids=[int(i) for i in launches.set_index("launch").loc[chain, "id"]
+            kernel_ids=[int(i) for i in by_launch.loc[chain, "id"]
                         if not pd.isna(i)],
             launch_ids=[int(c) for c in chain])
         # Severity follows confidence: a chain we are less sure of cannot rank above it.

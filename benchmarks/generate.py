@@ -1,0 +1,51 @@
+"""Generated inputs for benchmarks and tests: a real raw-page capture replicated with new IDs.
+
+The rows are the real rows of a capture (every metric value as ncu printed it); only the
+``ID`` field changes, so each copy is a distinct launch. Files are written where the caller
+asks (a temp dir) and named ``generated_*``; none is committed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+
+_ID = re.compile(rb'^"(\d+)"')
+
+
+def replicate_raw(src: Path, dst: Path, *, launches: int | None = None,
+                  size_bytes: int | None = None) -> int:
+    """Write ``dst``: the header and units row of raw export ``src``, then its launch rows
+    repeated with IDs 0, 1, 2, ... until ``launches`` rows or ``size_bytes`` bytes.
+
+    Returns the number of launch rows written.
+    """
+    raw = gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes()
+    lines = raw.splitlines(keepends=True)
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(b'"ID",'))
+    head = lines[start: start + 2]  # header and units row
+    rows = [ln for ln in lines[start + 2:] if _ID.match(ln)]
+    written = 0
+    size = sum(map(len, head))
+    with dst.open("wb") as out:
+        out.writelines(head)
+        buf: list[bytes] = []
+        while True:
+            for row in rows:
+                if launches is not None and written >= launches:
+                    break
+                if size_bytes is not None and size >= size_bytes:
+                    break
+                line = _ID.sub(b'"%d"' % written, row, count=1)
+                buf.append(line)
+                size += len(line)
+                written += 1
+            else:
+                if len(buf) > 512:
+                    out.writelines(buf)
+                    buf.clear()
+                continue
+            break
+        out.writelines(buf)
+    return written

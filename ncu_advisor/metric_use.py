@@ -1,0 +1,78 @@
+"""Which ncu metrics the analysis reads, so readers can keep only those (lean reading).
+
+A full-set capture holds about 2,200 metrics per launch; the analysis reads a few hundred.
+Readers given ``metrics=analysis_metrics()`` keep just these, which bounds memory on exports
+of tens of thousands of launches. The set is collected from the analysis modules themselves
+(every metric-name string in their source and in their module-level tables), so a metric
+added to a quantity, the roofline or the occupancy calculator is kept without a second list
+to update; ``tests/test_robust.py`` checks that the lean read analyzes identically.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import re
+from functools import lru_cache
+
+# Modules whose code reads metrics from a Report.
+_MODULES = (
+    "ncu_advisor.analysis", "ncu_advisor.readers", "ncu_advisor.derive.quantities",
+    "ncu_advisor.derive.roofline", "ncu_advisor.derive.occupancy",
+    "ncu_advisor.derive.launch_shape", "ncu_advisor.derive.gpu_specs",
+    "ncu_advisor.rules_engine.engine", "ncu_advisor.rules_engine.functions",
+    "ncu_advisor.render.html", "ncu_advisor.render.text", "ncu_advisor.render.charts",
+)
+_OPTIONAL_MODULES = ("ncu_advisor.origin", "ncu_advisor.regions", "ncu_advisor.validity")
+# Anything shaped like an ncu metric name ("dram__bytes.sum", "inst_executed"); a few other
+# identifiers match too, which only keeps a column more.
+_METRIC = re.compile(r"^[a-z][a-z0-9.]*_[a-z0-9_.]*$")
+
+
+def _walk(value, out: set[str], depth: int = 0) -> None:
+    """Collect metric names from a module-level value (tables, tuples, dataclasses)."""
+    if depth > 6:
+        return
+    if isinstance(value, str):
+        if _METRIC.match(value):
+            out.add(value)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            _walk(k, out, depth + 1)
+            _walk(v, out, depth + 1)
+    elif isinstance(value, list | tuple | set | frozenset):
+        for v in value:
+            _walk(v, out, depth + 1)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            _walk(getattr(value, f.name), out, depth + 1)
+
+
+@lru_cache(maxsize=1)
+def analysis_metrics() -> frozenset[str]:
+    """Return every metric name the analysis (quantities, roofline, occupancy, rules) reads."""
+    names: set[str] = set()
+    modules = list(_MODULES)
+    for optional in _OPTIONAL_MODULES:
+        if importlib.util.find_spec(optional) is not None:
+            modules.append(optional)
+    for name in modules:
+        module = importlib.import_module(name)
+        for value in vars(module).values():
+            if not inspect.ismodule(value) and not callable(value) or dataclasses.is_dataclass(
+                    value):
+                _walk(value, names)
+        try:
+            tree = ast.parse(inspect.getsource(module))
+        except (OSError, TypeError):  # no source shipped: the tables above still count
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                # Literals also appear inside f-strings and comprehensions over suffixes.
+                for part in re.split(r"[\s,;()\"'`{}]+", node.value):
+                    if _METRIC.match(part):
+                        names.add(part)
+    return frozenset(names)

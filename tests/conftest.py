@@ -1,0 +1,54 @@
+"""Shared fixtures: each real capture is read and analyzed at most once per test run.
+
+``read_cached(path)`` and ``analysis_cached(path)`` return the same objects for the same path
+during a run. Treat them as read-only (use ``copy.deepcopy`` or ``subset`` before changing
+one); tests that need a fresh Report call ``read_report`` themselves.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from ncu_advisor import analyze, read_report
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@cache
+def _read(key: str):
+    return read_report(key.split(os.pathsep) if os.pathsep in key else key)
+
+
+@cache
+def _analysis(key: str):
+    return analyze(_read(key))
+
+
+def _key(path) -> str:
+    if isinstance(path, list | tuple):
+        return os.pathsep.join(str(p) for p in path)
+    return str(path)
+
+
+def read_cached(path):
+    """The Report of a capture (a path or a list of paths), read once per test run."""
+    return _read(_key(path))
+
+
+def analysis_cached(path):
+    """The Analysis of a capture, computed once per test run."""
+    return _analysis(_key(path))
+
+
+@pytest.fixture(scope="session")
+def captures():
+    """Access to the cached readers: ``captures.read(path)``, ``captures.analysis(path)``."""
+    class Captures:
+        read = staticmethod(read_cached)
+        analysis = staticmethod(analysis_cached)
+
+    return Captures()
