@@ -79,9 +79,9 @@ def check_clocks(report: Report, facts: dict) -> list[dict]:
                        f"ncu warned about clocks on {rule_notes['launch'].nunique()} launch(es): "
                        f"{str(rule_notes['description'].iloc[0])[:160]}")]
     return [_entry("clocks", "info",
-                   "the input does not record clock control (CSV imports do not): ncu locks "
-                   "clocks to base by default, --clock-control none leaves them free; "
-                   "absolute durations depend on which.")]
+                   "the input does not record clock control (imports and .ncu-rep files read "
+                   "here do not): ncu locks clocks to base by default, --clock-control none "
+                   "leaves them free; absolute durations depend on which.")]
 
 
 def _affected_rules(metrics: Iterable[str], rules: list[Rule]) -> list[str]:
