@@ -465,12 +465,10 @@ def profile_cmd(
         raise typer.Exit(130)
 
 
-def _register_optional() -> None:
-    """Commands whose modules are optional pieces (present in a full install)."""
-    try:
-        from .cli_occupancy import occupancy_command
-    except ImportError:
-        return
+def _register_commands() -> None:
+    """Commands that live in their own modules (imported here, after ``app`` exists)."""
+    from .cli_occupancy import occupancy_command
+
     app.command("occupancy")(occupancy_command)
     from .cli_diff import diff_command
     from .cli_store import ingest_command, query_command, trend_command
@@ -481,7 +479,7 @@ def _register_optional() -> None:
     app.command("trend")(trend_command)
 
 
-_register_optional()
+_register_commands()
 # Options of `profile` that take a value, so that `ncu-advise -o DIR -c 20 ./app` finds ./app.
 _PROFILE_VALUE_OPTIONS = {"-o", "--output", "--set", "-k", "--kernel-name", "-c",
                           "--launch-count", "--rules"}

@@ -185,3 +185,14 @@ def test_console_script_is_installed_and_runs():
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0 and "9 launch(es)" in result.stdout
     assert "Not evaluated" in result.stdout  # a --metrics capture lacks most sections
+
+
+def test_text_numbers_launches_uniquely_across_files(capsys):
+    """ncu's IDs restart in every file: two files' launches are numbered 0..n-1, not 0,1,0,1."""
+    lineinfo = ROOT / "sample_reports" / "demos_lineinfo"
+    code = main(["analyze", str(lineinfo / "coalescing.details.csv"),
+                 str(lineinfo / "bank-conflicts.details.csv")])
+    out = capsys.readouterr().out
+    assert code == 0
+    table = out[out.index("   #  "):].splitlines()[1:5]
+    assert sorted(int(line.split()[0]) for line in table) == [0, 1, 2, 3]

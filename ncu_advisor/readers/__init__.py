@@ -21,7 +21,6 @@ from .session_page import looks_like_session_page, read_session_page
 from .source_page import attach_source_lines, empty_source_lines, is_source_page, read_source_page
 from .text import has_kernel_results, looks_like_text_output, read_text_output
 
-REPORT_SUFFIXES = (".csv", ".ncu-rep", ".txt", ".log")
 # Enough of a file to tell its form: a live log's ==PROF== lines come first.
 HEAD_BYTES = 65536
 _CSV_HEADER = re.compile(r'^"(ID|Process ID)",', re.MULTILINE)

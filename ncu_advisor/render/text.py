@@ -58,12 +58,16 @@ def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
     lines.append("")
     lines.extend(_region_lines(result.get("regions", []), width))
     name_w = max(20, width - 44)
-    lines.append(f"{'ID':>4}  {'time':>9}  {'share':>6}  {'bound':<8} {'calls':>5}  kernel")
+    # ncu's IDs restart in every input file: with several files, number launches uniquely.
+    several = len({k["source"] for k in result["kernels"]}) > 1
+    lines.append(f"{'#' if several else 'ID':>4}  {'time':>9}  {'share':>6}  {'bound':<8} "
+                 f"{'calls':>5}  kernel")
     kernels = sorted(result["kernels"], key=lambda k: -(k["duration_ns"] or 0) * k["invocations"])
     for k in kernels[: max(top * 2, 20)]:
         share = f"{100 * k['time_share']:.1f}%" if k["time_share"] is not None else "n/a"
         bound = k["roofline"]["bound"] or "?"
-        kid = "" if k["id"] is None else str(k["id"])
+        number = k["launch"] if several else k["id"]
+        kid = "" if number is None else str(number)
         lines.append(f"{kid:>4}  {fmt_time(k['duration_ns']):>9}  {share:>6}  {bound:<8} "
                      f"{k['invocations']:>5}  {_clip(safe_text(k['name'], False), name_w)}")
     if len(kernels) > max(top * 2, 20):
