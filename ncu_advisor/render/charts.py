@@ -230,6 +230,21 @@ def roofline_axes(xs: list[float], ys: list[float], compute: Mapping[str, float]
     return fig, ax, (x_lo, x_hi, y_lo, y_hi)
 
 
+def draw_compute_roofs(ax: Any, compute: Mapping[str, float], memory: Mapping[str, float],
+                       x_lo: float, x_hi: float, linewidth: float) -> None:
+    """Compute roofs: flat from the outermost memory roof's ridge to the right edge, labelled."""
+    bw_max = max(memory.values()) if memory else None
+    for precision, label in PRECISIONS.items():
+        peak = compute.get(precision)
+        if peak is None:
+            continue
+        x_start = max(peak / bw_max, x_lo) if bw_max else x_lo
+        ax.plot([x_start, x_hi], [peak, peak], "-", color="#3c4043", linewidth=linewidth)
+        ax.annotate(f"{label} {_si(peak, 'FLOP/s')}", (x_hi, peak), fontsize=7.5,
+                    color="#3c4043", ha="right", va="bottom", xytext=(-2, 2),
+                    textcoords="offset points", parse_math=False)
+
+
 def roofline_svg(result: Mapping[str, Any]) -> str | None:
     """Draw the application's roofline as an inline SVG string.
 
@@ -275,17 +290,7 @@ def roofline_svg(result: Mapping[str, Any]) -> str | None:
                         rotation_mode="anchor", xytext=(2, 4), textcoords="offset points",
                         rotation=angle, parse_math=False)
             obstacles.extend(_rotated_text_boxes(ax, (x_text, bw * x_text), text, angle))
-        # Compute roofs: flat from the outermost memory roof's ridge to the right edge.
-        bw_max = max(memory.values()) if memory else None
-        for precision, label in PRECISIONS.items():
-            peak = compute.get(precision)
-            if peak is None:
-                continue
-            x_start = max(peak / bw_max, x_lo) if bw_max else x_lo
-            ax.plot([x_start, x_hi], [peak, peak], "-", color="#3c4043", linewidth=1.1)
-            ax.annotate(f"{label} {_si(peak, 'FLOP/s')}", (x_hi, peak), fontsize=7.5,
-                        color="#3c4043", ha="right", va="bottom", xytext=(-2, 2),
-                        textcoords="offset points", parse_math=False)
+        draw_compute_roofs(ax, compute, memory, x_lo, x_hi, linewidth=1.1)
 
         # Kernels: area grows with time share; the biggest are drawn first so small ones stay
         # visible on top.

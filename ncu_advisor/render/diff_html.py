@@ -18,7 +18,15 @@ from typing import Any
 from markupsafe import Markup
 
 from .. import __version__
-from .charts import _RC, _ROOF_STYLE, LEVELS, PRECISIONS, _positive, _si, roofline_axes
+from .charts import (
+    _RC,
+    _ROOF_STYLE,
+    LEVELS,
+    _positive,
+    _si,
+    draw_compute_roofs,
+    roofline_axes,
+)
 from .html import _number, environment
 
 # Bars in the per-kernel time chart (the largest pairs by time, before or after).
@@ -198,16 +206,7 @@ def roofline_diff_svg(data: Mapping[str, Any]) -> str | None:
             x_end = min(ceiling / bw, x_hi)
             ax.plot([x_lo, x_end], [bw * x_lo, bw * x_end], _ROOF_STYLE[level],
                     color="#5f6368", linewidth=1.0, label=f"{label} {_si(bw, 'B/s')}")
-        bw_max = max(memory.values()) if memory else None
-        for precision, label in PRECISIONS.items():
-            peak = compute.get(precision)
-            if peak is None:
-                continue
-            x_start = max(peak / bw_max, x_lo) if bw_max else x_lo
-            ax.plot([x_start, x_hi], [peak, peak], "-", color="#3c4043", linewidth=1.0)
-            ax.annotate(f"{label} {_si(peak, 'FLOP/s')}", (x_hi, peak), fontsize=7.5,
-                        color="#3c4043", ha="right", va="bottom", xytext=(-2, 2),
-                        textcoords="offset points", parse_math=False)
+        draw_compute_roofs(ax, compute, memory, x_lo, x_hi, linewidth=1.0)
         by_pair: dict[int, dict[str, tuple[float, float]]] = {}
         for side, x, y, _name, index in points:
             by_pair.setdefault(index, {})[side] = (x, y)
