@@ -7,6 +7,7 @@ one); tests that need a fresh Report call ``read_report`` themselves.
 
 from __future__ import annotations
 
+import json
 import os
 from functools import cache
 from pathlib import Path
@@ -52,3 +53,23 @@ def captures():
         analysis = staticmethod(analysis_cached)
 
     return Captures()
+
+
+# --- the test double for ncu (tests/fake_ncu/ncu), shared by the wrapper tests ---------------
+FAKE_NCU = Path(__file__).parent / "fake_ncu" / "ncu"
+
+
+def use_fake_ncu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Point ``$NCU`` at the fake ncu, logging its calls to ``tmp_path``; clear its knobs."""
+    for var in ("FAKE_NCU_MODE", "FAKE_NCU_VERSION", "FAKE_NCU_DELAY", "FAKE_NCU_PASSES",
+                "FORCE_COLOR", "NCU_ADVISE_SECTIONS"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NCU", str(FAKE_NCU))
+    monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu_calls.jsonl"))
+    return FAKE_NCU
+
+
+def ncu_calls(tmp_path: Path) -> list[list[str]]:
+    """The argument lists the fake ncu was called with, in order."""
+    lines = (tmp_path / "ncu_calls.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines]

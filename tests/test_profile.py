@@ -1,12 +1,12 @@
 """Tests of the profiling wrapper, against tests/fake_ncu/ncu (a test double: no GPU, no ncu)."""
 
-import json
 import os
 import stat
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import FAKE_NCU, ncu_calls, use_fake_ncu
 
 from ncu_advisor import collect, profile
 from ncu_advisor.errors import NcuAdviseError, NcuNotFoundError, ProfilingError
@@ -20,7 +20,6 @@ from ncu_advisor.profile import (
     version_warnings,
 )
 
-FAKE_NCU = Path(__file__).parent / "fake_ncu" / "ncu"
 PY = sys.executable
 
 
@@ -31,16 +30,7 @@ def app(code: str) -> list[str]:
 
 @pytest.fixture(autouse=True)
 def fake_ncu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    for var in ("FAKE_NCU_MODE", "FAKE_NCU_VERSION", "FAKE_NCU_DELAY", "FORCE_COLOR"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NCU", str(FAKE_NCU))
-    monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu_calls.jsonl"))
-    return FAKE_NCU
-
-
-def ncu_calls(tmp_path: Path) -> list[list[str]]:
-    lines = (tmp_path / "ncu_calls.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines]
+    return use_fake_ncu(monkeypatch, tmp_path)
 
 
 def make_exe(path: Path, body: str = "#!/bin/sh\nexit 0\n") -> Path:

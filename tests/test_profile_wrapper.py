@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from conftest import ncu_calls, use_fake_ncu
 
 from ncu_advisor import collect
 from ncu_advisor.cli import main, route
@@ -21,24 +22,13 @@ from ncu_advisor.profile import _Display, _NcuOutput, build_ncu_command, run_pro
 from ncu_advisor.rules_engine.loader import load_rules
 
 ROOT = Path(__file__).resolve().parent.parent
-FAKE_NCU = Path(__file__).parent / "fake_ncu" / "ncu"
 PY = sys.executable
 METRIC = re.compile(r"^[a-z][a-z0-9]*__[a-z0-9_]+(\.[a-z0-9_]+)*$")
 
 
 @pytest.fixture(autouse=True)
 def fake_ncu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    for var in ("FAKE_NCU_MODE", "FAKE_NCU_VERSION", "FAKE_NCU_DELAY", "FAKE_NCU_PASSES",
-                "FORCE_COLOR", "NCU_ADVISE_SECTIONS"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("NCU", str(FAKE_NCU))
-    monkeypatch.setenv("FAKE_NCU_LOG", str(tmp_path / "ncu_calls.jsonl"))
-    return FAKE_NCU
-
-
-def ncu_calls(tmp_path: Path) -> list[list[str]]:
-    lines = (tmp_path / "ncu_calls.jsonl").read_text().splitlines()
-    return [json.loads(line) for line in lines]
+    return use_fake_ncu(monkeypatch, tmp_path)
 
 
 # --------------------------------------------------------------------------- the advisor set
