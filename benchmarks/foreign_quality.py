@@ -14,14 +14,7 @@ from pathlib import Path
 
 from ncu_advisor import analyze, read_report
 from ncu_advisor.errors import ReportParseError
-from ncu_advisor.labels import (
-    Score,
-    load_labels,
-    ncu_baseline_categories,
-    not_evaluated_categories,
-    reported_categories,
-    score,
-)
+from ncu_advisor.labels import Score, load_labels, score_analysis
 
 ROOT = Path(__file__).resolve().parent.parent
 FOREIGN = ROOT / "sample_reports" / "foreign"
@@ -62,15 +55,12 @@ def measure() -> dict[str, dict[str, Score]]:
             except ReportParseError:  # a form this version cannot read yet
                 continue
             captures += 1
-            where = f"{capture}/{form}"
-            ours.add(score(capture_labels, reported_categories(analysis),
-                           not_evaluated_categories(analysis), where))
-            if form != "raw":  # the raw page carries no rule results
-                baseline.add(score(capture_labels, ncu_baseline_categories(analysis),
-                                   where=where))
+            mine, theirs = score_analysis(capture_labels, analysis, f"{capture}/{form}")
+            ours.add(mine)
+            baseline.add(theirs)
         if captures:
             results[form] = {"ncu-advise": ours, "captures": captures}
-            if form != "raw":
+            if form != "raw":  # the raw page carries no rule results
                 results[form]["ncu rules"] = baseline
     return results
 

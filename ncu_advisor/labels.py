@@ -137,3 +137,14 @@ def score(labels: dict[int, dict], reported: dict[int, set[str]],
                 result.misses += 1
                 result.missed_cases.append(f"{where} #{launch_id} {cat}")
     return result
+
+
+def score_analysis(labels: dict[int, dict], analysis: Analysis,
+                   where: str = "") -> tuple[Score, Score]:
+    """Score one capture's analysis, and the NCU-rules-only baseline on the same launches.
+
+    The baseline is empty (nothing reported) for forms without ncu's rule results (raw page).
+    """
+    ours = score(labels, reported_categories(analysis), not_evaluated_categories(analysis),
+                 where)
+    return ours, score(labels, ncu_baseline_categories(analysis), where=where)

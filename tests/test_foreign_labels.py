@@ -12,13 +12,7 @@ from pathlib import Path
 import pytest
 
 from ncu_advisor import analyze, read_report
-from ncu_advisor.labels import (
-    load_labels,
-    ncu_baseline_categories,
-    not_evaluated_categories,
-    reported_categories,
-    score,
-)
+from ncu_advisor.labels import Score, load_labels, score_analysis
 
 ROOT = Path(__file__).resolve().parent.parent
 FOREIGN = ROOT / "sample_reports" / "foreign"
@@ -32,15 +26,12 @@ def _files(capture: str, form: str) -> list[Path]:
 
 
 def _score(captures, form):
-    from ncu_advisor.labels import Score
-
     ours, base = Score(), Score()
     for capture in captures:
         analysis = analyze(read_report(_files(capture, form)))
-        ours.add(score(LABELS[capture], reported_categories(analysis),
-                       not_evaluated_categories(analysis), f"{capture}/{form}"))
-        if form != "raw":
-            base.add(score(LABELS[capture], ncu_baseline_categories(analysis)))
+        mine, theirs = score_analysis(LABELS[capture], analysis, f"{capture}/{form}")
+        ours.add(mine)
+        base.add(theirs)
     return ours, base
 
 
