@@ -111,13 +111,13 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
     # That cannot tell a reduction (reads much, writes little) from a map, so without the split
     # only elementwise ops (which write what they read) or launches of one NVTX range link.
     split_known = (q["dram_read_bytes"].notna() & q["dram_write_bytes"].notna()).to_dict()
-    judgeable = {int(r.launch): bool(split_known.get(int(r.launch)))
-                 or getattr(r, "role", None) == "elementwise" or not pd.isna(getattr(r, "nvtx",
-                                                                                        None))
-                 for r in launches.itertuples(index=False)}
+    rows = {int(r.launch): r for r in launches.itertuples(index=False)}
+    judgeable = {launch: bool(split_known.get(launch))
+                 or getattr(r, "role", None) == "elementwise"
+                 or not pd.isna(getattr(r, "nvtx", None))
+                 for launch, r in rows.items()}
     reads = q["dram_read_bytes"].fillna(0.5 * q["dram_bytes"]).to_dict()
     writes = q["dram_write_bytes"].fillna(0.5 * q["dram_bytes"]).to_dict()
-    rows = {int(r.launch): r for r in launches.itertuples(index=False)}
 
     def candidate(launch: int) -> bool:
         return (bool(streams_memory.get(launch, False)) and _fusable(rows[launch])
