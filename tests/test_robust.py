@@ -392,3 +392,16 @@ def test_text_output_of_generated_many_launches(tmp_path):
     replicate_raw(RAW, path, launches=90)
     text = render_text(analyze(read_report(path, metrics=analysis_metrics())).to_dict())
     assert text.startswith("ncu-advise: 90 launch(es)")
+
+
+def test_undecodable_names_from_a_damaged_report_become_replacement_characters():
+    """A damaged .ncu-rep made the native reader return a name with a lone surrogate, which
+    pyarrow refused (internal error, found by the long fuzz run); records are cleaned on
+    arrival from the child reader."""
+    from ncu_advisor.readers.ncu_rep import _valid_text
+
+    record = ("launch", {"name": "k\udc80"}, ["m\udcff"], [""], [1.0], {0: "x\udc80"}, [])
+    clean = _valid_text(record)
+    assert clean[1]["name"] == "k\ufffd" and clean[2] == ["m\ufffd"] and clean[5][0] == "x\ufffd"
+    assert clean[4] == [1.0] and isinstance(clean, tuple)
+    "".join([clean[1]["name"]]).encode("utf-8")  # valid UTF-8 now

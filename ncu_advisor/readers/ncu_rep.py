@@ -50,6 +50,21 @@ def _check_header(path: Path) -> None:
                                "truncated?)")
 
 
+def _valid_text(value):
+    """The record with every string made valid Unicode.
+
+    A damaged report can hand back names with undecodable bytes (as lone surrogates), which
+    no writer (pyarrow, JSON, the terminal) accepts; they become U+FFFD.
+    """
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, tuple | list):
+        return type(value)(_valid_text(v) for v in value)
+    if isinstance(value, dict):
+        return {_valid_text(k): _valid_text(v) for k, v in value.items()}
+    return value
+
+
 def _records(path: Path, metrics: Iterable[str] | None):
     """Run the child on one report and yield its records; a crash becomes one line."""
     wanted = None if metrics is None else sorted(metrics)
@@ -65,6 +80,7 @@ def _records(path: Path, metrics: Iterable[str] | None):
                     record = pickle.load(proc.stdout)
                 except (EOFError, pickle.UnpicklingError):
                     break
+                record = _valid_text(record)
                 if record[0] == "error":
                     raise ReportParseError(f"{path}: {record[1]}")
                 done = record[0] == "done"
