@@ -33,6 +33,7 @@ from pathlib import Path
 __all__ = [
     "ADVISOR_SECTION",
     "ADVISOR_SET",
+    "LEFT_OUT_FOR_PASSES",
     "RULE_SECTIONS",
     "advisor_metrics",
     "advisor_ncu_args",
@@ -67,6 +68,18 @@ DERIVED: dict[str, tuple[str, str | None]] = {
     "derived__memory_l1_conflicts_shared_nway":
         ("memory_l1_wavefronts_shared / inst_executed", None),
 }
+# Left out to save replay passes: they feed no rule condition, estimate or roofline, only a
+# finding's evidence list or the kernel table, and together cost one replay pass per kernel on
+# an H200 (21 -> 20: scripts/gpu_pass_greedy.sh, benchmarks/results/pass_greedy_2026-12-01.tsv).
+# A profile made with --set full has them.
+LEFT_OUT_FOR_PASSES: dict[str, str] = {
+    "l1tex__t_sector_hit_rate.pct": "evidence only (tiling)",
+    "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio":
+        "evidence only (latency, privatization, tiling)",
+    "smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio":
+        "shown in the kernel table only",
+    "smsp__thread_inst_executed_pred_on_per_inst_executed.ratio": "evidence only (divergence)",
+}
 # Read by the analysis but not collected, and why.
 NOT_COLLECTED: dict[str, str] = {
     "derived__local_spilling_requests":
@@ -74,6 +87,8 @@ NOT_COLLECTED: dict[str, str] = {
     "smsp__pcsamp_sample_count":
         "warp-stall samples per source line need ncu's PC-sampling pass: --set full (or "
         "-- --section SourceCounters) adds them",
+    **{metric: f"{why}; left out to save a replay pass (--set full has it)"
+       for metric, why in LEFT_OUT_FOR_PASSES.items()},
 }
 # Per-instruction metrics behind the source lines of findings (readers/source_page.py) that
 # ride on the instrumented passes the quantities need anyway; the variant of the set that
@@ -82,6 +97,7 @@ SOURCE_LINE_METRICS: tuple[str, ...] = ("memory_type", "memory_access_type")
 # Metrics that exist only from some architecture on (collecting them elsewhere would fail).
 MIN_ARCH: dict[str, str] = {
     "sm__ops_path_tensor_op_hgmma_src_fp16_sparsity_off.sum.peak_sustained": "CC_90",
+    "sm__ops_path_tensor_src_fp8_sparsity_off.sum": "CC_90",
     "l1tex__lsu_writeback_active_mem_lgds.sum.per_second": "CC_90",
     "l1tex__lsu_writeback_active_mem_lgds.sum.peak_sustained": "CC_90",
 }

@@ -17,7 +17,7 @@ from conftest import ncu_calls, use_fake_ncu
 
 from ncu_advisor import collect
 from ncu_advisor.cli import main, route
-from ncu_advisor.derive.quantities import BY_NAME, QUANTITIES, known, metrics_of
+from ncu_advisor.derive.quantities import BY_NAME, QUANTITIES, inputs_of, known, metrics_of
 from ncu_advisor.profile import _Display, _NcuOutput, build_ncu_command, run_profile
 from ncu_advisor.rules_engine.loader import load_rules
 
@@ -50,6 +50,26 @@ def test_every_rule_input_is_collected():
                 continue  # stated by ncu's rule messages only (a details-page fallback)
             assert set(metrics_of(name)) <= collected | set(collect.NOT_COLLECTED), (rule.id,
                                                                                       name)
+
+
+def _computable(name: str, collected: set[str]) -> bool:
+    """Whether some source of the quantity (recursively for derived ones) is all collected."""
+    if name in BY_NAME:
+        quantity = BY_NAME[name]
+        return not quantity.sources or any(set(s.metrics) <= collected for s in quantity.sources)
+    return all(_computable(dep, collected) for dep in inputs_of(name))
+
+
+def test_left_out_metrics_cost_no_rule_its_condition_or_estimate():
+    """What the set leaves out to save passes only ever removes evidence, never a verdict."""
+    collected = set(collect.advisor_metrics())
+    for rule in load_rules(None):
+        for name in rule.verdict_quantities():
+            assert _computable(name, collected), (rule.id, name)
+    for name in ("l1_pct", "flops_tensor", "sm_pct", "mem_pct", "dram_bytes", "duration_ns"):
+        assert _computable(name, collected), name  # the roofline and bound read these
+    left_out = set(collect.LEFT_OUT_FOR_PASSES)
+    assert left_out and not left_out & collected
 
 
 def test_every_quantity_source_is_collected():

@@ -52,7 +52,7 @@ class Quantity:
     @property
     def primary_metrics(self) -> tuple[str, ...]:
         """The metrics of the first (preferred) source, named when the quantity is missing."""
-        return self.sources[0].metrics
+        return self.sources[0].metrics if self.sources else ()
 
 
 def m(name: str) -> Source:
@@ -84,6 +84,8 @@ _SMSP_HZ = "smsp__cycles_elapsed.avg.per_second"
 _DUR = "gpu__time_duration.sum"
 _TENSOR = tuple(f"sm__ops_path_tensor_src_{s}.sum" for s in
                 ("fp16", "bf16_dst_fp32", "tf32_dst_fp32", "fp64", "int8"))
+# Hopper's FP8 tensor path (FP8 GEMMs), dense ops; the metric does not exist before Hopper.
+_TENSOR_FP8 = "sm__ops_path_tensor_src_fp8_sparsity_off.sum"
 
 
 def _flops(add: Series, mul: Series, fma: Series, hz: Series, dur: Series) -> Series:
@@ -103,7 +105,8 @@ QUANTITIES: tuple[Quantity, ...] = (
              (m("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed"),
               m("dram__throughput.avg.pct_of_peak_sustained_elapsed"))),
     Quantity("l1_pct", "%", "L1/TEX throughput",
-             (m("l1tex__throughput.avg.pct_of_peak_sustained_active"),)),
+             (m("l1tex__throughput.avg.pct_of_peak_sustained_active"),
+              m("l1tex__throughput.avg.pct_of_peak_sustained_elapsed"))),
     Quantity("l2_pct", "%", "L2 throughput",
              (m("lts__throughput.avg.pct_of_peak_sustained_elapsed"),)),
     Quantity("dram_read_bytes", "byte", "DRAM bytes read", (m("dram__bytes_read.sum"),)),
@@ -295,7 +298,8 @@ QUANTITIES: tuple[Quantity, ...] = (
     Quantity("flops_fp16", "FLOP", "FP16 operations (FMA = 2)",
              (f((*_FP16, _SMSP_HZ, _DUR), _flops, "(hadd + hmul + 2 hfma) per cycle x cycles"),)),
     Quantity("flops_tensor", "FLOP", "tensor-core operations",
-             (f(_TENSOR, _sum, "sum of sm__ops_path_tensor_src_*"),)),
+             (f((*_TENSOR, _TENSOR_FP8), _sum, "sum of sm__ops_path_tensor_src_*, FP8 included"),
+              f(_TENSOR, _sum, "sum of sm__ops_path_tensor_src_* (no FP8 path before Hopper)"))),
 )
 
 # Stated only by Nsight Compute's rule messages (data/ncu_rule_evidence.toml): ncu's own

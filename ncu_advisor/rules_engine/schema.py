@@ -291,7 +291,11 @@ class Rule(_Strict):
 
     def quantities(self) -> set[str]:
         """Every quantity the rule reads."""
-        names = set(self.requires) | set(self.evidence)
+        return self.verdict_quantities() | set(self.evidence)
+
+    def verdict_quantities(self) -> set[str]:
+        """The quantities that decide whether, how strongly and how much (evidence aside)."""
+        names = set(self.requires)
         if self.when is not None:
             names |= self.when.quantities()
         for step in self.severity:
