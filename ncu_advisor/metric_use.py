@@ -22,6 +22,7 @@ from functools import lru_cache
 _MODULES = (
     "ncu_advisor.analysis", "ncu_advisor.readers", "ncu_advisor.derive.quantities",
     "ncu_advisor.derive.roofline", "ncu_advisor.derive.occupancy",
+    "ncu_advisor.derive.occupancy_report",
     "ncu_advisor.derive.launch_shape", "ncu_advisor.derive.gpu_specs",
     "ncu_advisor.rules_engine.engine", "ncu_advisor.rules_engine.functions",
     "ncu_advisor.render.html_view", "ncu_advisor.render.formats", "ncu_advisor.render.text",
