@@ -16,6 +16,7 @@ import pandas as pd
 
 from . import __version__
 from .derive.ncu_evidence import ncu_rule_categories, ncu_rule_quantities
+from .derive.occupancy_report import launch_occupancy
 from .derive.origin import origin_table
 from .derive.quantities import compute_with_provenance, label_of, unit_of
 from .derive.roofline import Roofline, roofline_for
@@ -40,12 +41,6 @@ KEY_QUANTITIES = (
     "local_st_insts", "shared_conflict_pct", "l1_hit_pct", "l2_hit_pct", "xu_pipe_pct",
     "tensor_pipe_pct",
 )
-_OCC_LIMITS = {
-    "registers": "launch__occupancy_limit_registers",
-    "shared_mem": "launch__occupancy_limit_shared_mem",
-    "warps": "launch__occupancy_limit_warps",
-    "blocks": "launch__occupancy_limit_blocks",
-}
 
 
 def _num(value) -> float | None:
@@ -334,24 +329,6 @@ def _metric_list(frame: pd.DataFrame | None) -> list[dict]:
     return [_json_safe(r) for r in records]
 
 
-def occupancy_summary(wide_row: pd.Series, q: pd.Series) -> dict:
-    """Occupancy facts of one launch as ncu measured them (the calculator adds the rest)."""
-    limits = {k: _int(wide_row.get(m)) for k, m in _OCC_LIMITS.items()}
-    known = {k: v for k, v in limits.items() if v is not None}
-    low = min(known.values()) if known else None
-    limiter = [k for k, v in known.items() if v == low] if known else []
-    return {
-        "theoretical_pct": _num(q.get("theoretical_occupancy_pct")),
-        "achieved_pct": _num(q.get("achieved_occupancy_pct")),
-        "limiter": "+".join(limiter) if limiter else None,
-        "limits": limits,
-        "registers_per_thread": _int(q.get("registers_per_thread")),
-        "shared_mem_per_block": _num(q.get("shared_mem_per_block")),
-        "block_size": _int(q.get("block_size")),
-        "waves_per_sm": _num(q.get("waves_per_sm")),
-    }
-
-
 def _with_launch_shape(report: Report) -> pd.DataFrame:
     """The wide metric view, with grid and block sizes filled from the launch table.
 
@@ -438,13 +415,10 @@ def analyze(report: Report, rules: list[Rule] | None = None,
     provenance = Provenance(from_rule, {int(k): set(g["category"]) for k, g in
                                         opt.groupby("launch")} if len(opt) else {})
     gpu = report.session.get("gpu")
-    rooflines, occupancy = {}, {}
-    for launch in launches["launch"]:
-        wrow = wide.loc[launch]
-        qrow = quantities.loc[launch]
-        rooflines[int(launch)] = roofline_for(wrow, qrow, gpu, measured_bandwidth)
-        occupancy[int(launch)] = occupancy_summary(wrow, qrow)
-    shapes = _add_calculator(report, occupancy)
+    rooflines = {int(launch): roofline_for(wide.loc[launch], quantities.loc[launch], gpu,
+                                           measured_bandwidth)
+                 for launch in launches["launch"]}
+    occupancy, shapes = launch_occupancy(report, quantities)
     findings, skipped = evaluate(rules, quantities, launches, provenance)
     skipped = _point_to_raw_export(skipped, launches)
     findings = apply_policy(findings, launches, origin_table(origins))
@@ -454,35 +428,3 @@ def analyze(report: Report, rules: list[Rule] | None = None,
                     occupancy=occupancy, findings=findings, not_evaluated=skipped, rules=rules,
                     command=command, launch_shapes=shapes, regions=regions,
                     origins=launches.set_index("launch")[["origin", "origin_label", "role"]])
-
-
-def _add_calculator(report: Report, occupancy: dict[int, dict]) -> dict[int, dict]:
-    """Add the occupancy calculator's view and return each launch's launch shape.
-
-    The calculator needs LaunchStats/Occupancy metrics; without them the entries keep what
-    ncu measured and the launch shape is empty.
-    """
-    from .derive.launch_shape import launch_shape_from_report
-    from .derive.occupancy import occupancy_from_report
-
-    try:
-        table = occupancy_from_report(report)
-        shapes = launch_shape_from_report(report, table)
-    except (KeyError, ValueError, TypeError):  # a report without the launch metrics
-        return {}
-    for launch, row in table.iterrows():
-        entry = occupancy.get(int(launch))
-        if entry is None:
-            continue
-        entry["calc_theoretical_pct"] = _num(row.get("calc_theoretical_pct"))
-        entry["recommended_block_size"] = _int(row.get("recommended_block_size"))
-        entry["what_if_fewer_registers_pct"] = _num(row.get("what_if_fewer_regs_pct"))
-        limiter = row.get("calc_limiter")
-        entry["calc_limiter"] = limiter if isinstance(limiter, str) else None
-    cols = ["grid_size", "block_size", "sm_count", "blocks_per_sm", "waves", "full_waves",
-            "partial_wave_fill", "tail_blocks", "tail_idle_slots_pct", "tail_effect_pct",
-            "idle_sm_pct", "small_grid",
-            "grid_per_sm", "wasted_lanes_pct"]
-    return {int(launch): {c: (bool(row[c]) if c == "small_grid" and not pd.isna(row[c])
-                              else _num(row[c])) for c in cols if c in row}
-            for launch, row in shapes.iterrows()}

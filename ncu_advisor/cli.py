@@ -7,7 +7,6 @@ its one line and exits with code 2 (usage/input). No traceback reaches the user.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import difflib
 import importlib
 import json
@@ -15,7 +14,6 @@ import os
 import re
 import shutil
 import sys
-import tempfile
 import textwrap
 import warnings
 from enum import StrEnum
@@ -309,70 +307,6 @@ def rules_cmd(
     typer.echo(f"\n{len(loaded)} rules; `ncu-advise rules ID` shows one in full.")
 
 
-@app.command("demo")
-def demo_cmd(
-    name: Annotated[str | None, typer.Argument(help="Demo name (a checklist id) or 'all'.")] = None,
-    list_: Annotated[bool, typer.Option("--list", help="List the demos (no GPU needed).")] = False,
-    profile: Annotated[bool, typer.Option(
-        "--profile", help="Run the pair under ncu and analyze it.")] = False,
-    format: Annotated[OutputFormat, typer.Option("--format", "-f")] = OutputFormat.text,
-    repeats: Annotated[int, typer.Option(help="Timed runs per variant.")] = 50,
-) -> None:
-    """Teaching labs: list, time or profile the bad/good kernel pairs."""
-    from . import demos
-
-    if list_ or name is None:
-        items = demos.list_demos()
-        if format is OutputFormat.json:
-            typer.echo(json.dumps([dataclasses.asdict(d) for d in items], indent=2, default=str))
-            return
-        width = min(shutil.get_terminal_size((100, 24)).columns, 100)
-        for d in items:
-            typer.echo(f"{d.name} [{d.category}]: {d.title}")
-            typer.echo(textwrap.fill(
-                f"bad: {', '.join(d.bad.kernels)}; good: {', '.join(d.good.kernels)}", width,
-                initial_indent="  ", subsequent_indent="    "))
-            first = " ".join(d.lesson.what.split()).split(". ")[0].rstrip(".") + "."
-            typer.echo(textwrap.fill(f"lesson: {first}", width, initial_indent="  ",
-                                     subsequent_indent="    "))
-        typer.echo("\nFull lessons (what, why, fix, measured): kernels/NAME/demo.toml or "
-                   "--format json.\nRun a pair: ncu-advise demo NAME (GPU and CuPy); "
-                   "profile it: --profile")
-        return
-    if profile:
-        _profile_demo(name)
-        return
-    if name != "all":
-        demos.get_demo(name)  # unknown names fail before any GPU work
-    names = None if name == "all" else [name]
-    demos.require_gpu()  # no CuPy or no GPU: one line, before any output
-    if format is OutputFormat.json:
-        report = demos.time_all(names, repeats)
-        typer.echo(json.dumps(report, indent=2, default=str))
-    else:
-        typer.echo(demos.TABLE_HEADER)
-        report = demos.time_all(names, repeats, log=typer.echo)
-    if report["errors"]:
-        # Some pair computed a wrong result or failed to run: the lab is not trustworthy.
-        raise typer.Exit(1)
-
-
-def _profile_demo(name: str) -> None:
-    from . import demos
-    from .analysis import analyze as run_analysis
-    from .profile import run_profile
-    from .render.text import render_text
-
-    demos.get_demo(name)
-    out_dir = Path(tempfile.mkdtemp(prefix=f"ncu-advise-demo-{name}-"))
-    result = run_profile(sys.executable, ["-m", "ncu_advisor.demos", "once", name],
-                         out_dir=out_dir, extra=("--profile-from-start", "off"))
-    _warn(result.warnings)
-    report = _read_profiled(result)
-    typer.echo(render_text(run_analysis(report).to_dict()))
-    typer.echo(f"report kept in {out_dir}", err=True)
-
-
 def _read_profiled(result):
     """Read what a profiling run produced: its CSV pages, else the .ncu-rep itself.
 
@@ -467,8 +401,10 @@ def profile_cmd(
 
 def _register_commands() -> None:
     """Commands that live in their own modules (imported here, after ``app`` exists)."""
+    from .cli_demo import demo_command
     from .cli_occupancy import occupancy_command
 
+    app.command("demo")(demo_command)
     app.command("occupancy")(occupancy_command)
     from .cli_diff import diff_command
     from .cli_store import ingest_command, query_command, trend_command

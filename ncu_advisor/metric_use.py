@@ -22,9 +22,11 @@ from functools import lru_cache
 _MODULES = (
     "ncu_advisor.analysis", "ncu_advisor.readers", "ncu_advisor.derive.quantities",
     "ncu_advisor.derive.roofline", "ncu_advisor.derive.occupancy",
+    "ncu_advisor.derive.occupancy_report",
     "ncu_advisor.derive.launch_shape", "ncu_advisor.derive.gpu_specs",
     "ncu_advisor.rules_engine.engine", "ncu_advisor.rules_engine.functions",
-    "ncu_advisor.render.html", "ncu_advisor.render.text", "ncu_advisor.render.charts",
+    "ncu_advisor.render.html_view", "ncu_advisor.render.formats", "ncu_advisor.render.text",
+    "ncu_advisor.render.charts",
 )
 _OPTIONAL_MODULES = ("ncu_advisor.origin", "ncu_advisor.regions", "ncu_advisor.validity")
 # Anything shaped like an ncu metric name ("dram__bytes.sum", "inst_executed"); a few other

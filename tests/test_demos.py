@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from ncu_advisor import demos
+from ncu_advisor.demos import __main__ as demos_program
+from ncu_advisor.demos import catalogue
 from ncu_advisor.errors import DemoError, NcuAdviseError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -187,13 +189,13 @@ def test_malformed_demo_toml_names_file_and_field(
     bad = tmp_path / "broken"
     bad.mkdir()
     (bad / "demo.toml").write_text('name = "broken"\ncategory = "broken"\n')
-    monkeypatch.setattr(demos, "kernels_dir", lambda: tmp_path)
+    monkeypatch.setattr(catalogue, "kernels_dir", lambda: tmp_path)
     with pytest.raises(DemoError, match=r"broken/demo.toml: missing"):
         demos.list_demos()
 
 
 def test_cli_list_needs_no_gpu(capsys: pytest.CaptureFixture[str]) -> None:
-    assert demos.main(["list"]) == 0
+    assert demos_program.main(["list"]) == 0
     out = capsys.readouterr().out
     for name in EXPECTED_IDS:
         assert name in out
@@ -201,7 +203,7 @@ def test_cli_list_needs_no_gpu(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_cli_unknown_name_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert demos.main(["time", "nope"]) == 2
+    assert demos_program.main(["time", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: unknown demo 'nope'")
 

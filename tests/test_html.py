@@ -12,11 +12,9 @@ from markupsafe import escape
 from ncu_advisor.analysis import analyze
 from ncu_advisor.readers import read_report
 from ncu_advisor.render import charts
-from ncu_advisor.render.html import (
+from ncu_advisor.render.formats import (
     FILTERS,
     NOT_MEASURED,
-    PRINT_METRICS_MAX,
-    build_page,
     fmt_bandwidth,
     fmt_bytes,
     fmt_duration,
@@ -25,8 +23,9 @@ from ncu_advisor.render.html import (
     fmt_pct,
     fmt_qty,
     fmt_share,
-    render_html,
 )
+from ncu_advisor.render.html import render_html
+from ncu_advisor.render.html_view import PRINT_METRICS_MAX, build_page
 
 ROOT = Path(__file__).resolve().parents[1]
 FORMS = ROOT / "sample_reports" / "forms" / "forms_app.ncu-rep"
@@ -160,8 +159,8 @@ def test_metrics_appendix_is_collapsible(forms_result: dict) -> None:
 
 def test_long_metrics_appendix_stays_collapsed_in_print(forms_result: dict) -> None:
     result = copy.deepcopy(forms_result)
-    rows = [{"metric": f"m{i}", "unit": "", "value": float(i)}
-            for i in range(PRINT_METRICS_MAX + 1)]
+    rows = [{"section": None, "metric": f"m{i}", "label": None, "unit": "", "value": float(i),
+             "text": str(i)} for i in range(PRINT_METRICS_MAX + 1)]
     result["kernels"][0]["metrics"] = rows
     result["kernels"][1]["metrics"] = rows[:3]
     html = render_html(result)
@@ -175,22 +174,43 @@ def test_render_is_deterministic(forms_result: dict, forms_html: str) -> None:
 
 
 # --- missing and null data --------------------------------------------------------------------
+# The view-model reads what Analysis.to_dict writes; a small ncu set leaves values null.
+
+METRICS_ONLY = ROOT / "sample_reports" / "forms" / "forms_app.live.metrics.csv"
 
 
-def test_minimal_results_render_not_measured() -> None:
-    for result in ({}, {"schema_version": 1, "kernels": []}, {"kernels": None, "findings": None},
-                   {"kernels": [{"name": NASTY}]}):
+@pytest.fixture(scope="module")
+def metrics_result() -> dict:
+    """A real ``--metrics`` capture: no GPU name, no ncu version, no roofline data."""
+    result = analyze(read_report(METRICS_ONLY)).to_dict()
+    result["generated_at"] = FIXED_TIME
+    return result
+
+
+def _nulled(mapping: dict) -> dict:
+    """The same keys, every value null (nested mappings too): measured nothing."""
+    return {k: _nulled(v) if isinstance(v, dict) else None for k, v in mapping.items()}
+
+
+def test_minimal_results_render_not_measured(metrics_result: dict) -> None:
+    empty = copy.deepcopy(metrics_result)
+    empty.update(kernels=[], findings=[], regions=[])
+    empty["summary"]["top_kernels"] = []
+    named = copy.deepcopy(metrics_result)
+    named["kernels"][0]["name"] = NASTY
+    for result in (metrics_result, empty, named):
         html = render_html(result)
         assert "not measured" in html
         assert NASTY not in html
 
 
-def test_kernel_without_sections_says_not_measured() -> None:
-    result = {"schema_version": 1, "session": None, "summary": None, "kernels": [
-        {"id": 0, "name": "k(int)", "short_name": "k", "duration_ns": None, "time_share": None,
-         "roofline": None, "occupancy": None, "quantities": None, "findings": None,
-         "not_evaluated": None, "ncu_rules": None, "grid": None, "block": [None, 1, 1]}],
-        "findings": []}
+def test_kernel_without_sections_says_not_measured(metrics_result: dict) -> None:
+    result = copy.deepcopy(metrics_result)
+    kernel = result["kernels"][0]
+    kernel.update(duration_ns=None, time_share=None, grid=[None, None, None], block=[None, 1, 1],
+                  occupancy=_nulled(kernel["occupancy"]), launch_shape={}, quantities={},
+                  findings=[], not_evaluated=[], ncu_rules=[])
+    result.update(kernels=[kernel], findings=[], regions=[])
     html = render_html(result)
     kernel = html[html.index('<section class="kernel"'):]
     assert kernel.count("not measured") >= 6  # duration, share, grid, block, roofline, occupancy
@@ -199,26 +219,28 @@ def test_kernel_without_sections_says_not_measured() -> None:
     assert "no kernel in this input has roofline data" in html
 
 
-def test_null_values_inside_sections() -> None:
-    roofline = dict.fromkeys(["bound", "arithmetic_intensity", "pct_of_roof", "achieved_flops",
-                              "peak_flops", "achieved_bandwidth", "peak_bandwidth",
-                              "ridge_point", "precision", "levels", "flops", "peaks"])
-    occupancy = {"theoretical_pct": None, "achieved_pct": float("nan"), "limiter": None,
-                 "limits": {"registers": None, "warps": 8}, "waves_per_sm": None}
-    finding = {"rule": None, "severity": None, "title": None, "evidence": {"x": None},
-               "estimated_saving_ns": None}
-    result = {"kernels": [{"id": 0, "name": "k", "roofline": roofline, "occupancy": occupancy,
-                           "findings": [finding], "quantities": {"q": {"value": None}}}],
-              "findings": [finding], "summary": {"bounds": None, "top_kernels": [None]}}
+def test_null_values_inside_sections(forms_result: dict) -> None:
+    result = copy.deepcopy(forms_result)
+    kernel = result["kernels"][0]
+    kernel["roofline"] = {**_nulled(kernel["roofline"]), "bound": "memory"}
+    kernel["occupancy"].update(theoretical_pct=None, achieved_pct=None, limiter=None,
+                               waves_per_sm=None)
+    kernel["occupancy"]["limits"]["registers"] = None
+    finding = {**kernel["findings"][0], "estimated_saving_ns": None,
+               "evidence": {"x": {"value": None, "unit": "", "label": "x"}}}
+    kernel["findings"] = [finding]
+    result["findings"] = [{**result["findings"][0], "estimated_saving_ns": None,
+                           "app_saving_pct": None, "evidence": finding["evidence"]}]
     html = render_html(result)
     assert "not measured" in html
     assert "no estimate" in html
 
 
-def test_application_not_evaluated_is_listed() -> None:
-    result = {"kernels": [], "summary": {"application_not_evaluated": [
+def test_application_not_evaluated_is_listed(metrics_result: dict) -> None:
+    result = copy.deepcopy(metrics_result)
+    result["summary"]["application_not_evaluated"] = [
         {"rule": "fusion.memory-bound-chain", "category": "fusion", "missing": ["dram__bytes.sum"],
-         "collect_with": "--section MemoryWorkloadAnalysis"}]}}
+         "collect_with": "--section MemoryWorkloadAnalysis"}]
     html = render_html(result)
     assert "Application rules not evaluated" in html
     assert "--section MemoryWorkloadAnalysis" in html

@@ -25,13 +25,13 @@ from ncu_advisor.derive.occupancy import (
     check_launch_inputs,
     fewer_registers,
     occupancy,
-    occupancy_from_report,
     predict_shared_mem_config,
     registers_for_more_blocks,
     shared_mem_for_more_blocks,
     snap_carveout,
     what_if,
 )
+from ncu_advisor.derive.occupancy_report import launch_occupancy, occupancy_from_report
 from ncu_advisor.errors import NcuAdviseError
 from ncu_advisor.readers import read_report
 
@@ -512,6 +512,34 @@ def test_report_table_columns() -> None:
 def test_report_without_occupancy_metrics() -> None:
     table = occupancy_from_report(read_report(SAMPLES / "forms" / "forms_app.live.metrics.csv"))
     assert len(table) == 9 and table["calc_theoretical_pct"].isna().all()
+
+
+@pytest.mark.parametrize("name", ["torch_mlp.live.nvtx.csv", "forms_app.live.metrics.csv"])
+def test_launch_entries_are_built_complete_in_one_place(name: str) -> None:
+    """Every launch's JSON occupancy entry has every key, ncu's values beside the calculator's."""
+    from ncu_advisor.analysis import analyze
+
+    analysis = analyze(read_report(SAMPLES / "forms" / name))
+    table = occupancy_from_report(analysis.report)
+    entries, shapes = launch_occupancy(analysis.report, analysis.quantities)
+    assert entries == analysis.occupancy and shapes == analysis.launch_shapes
+    keys = {tuple(entry) for entry in entries.values()}
+    assert keys == {("theoretical_pct", "achieved_pct", "limiter", "limits",
+                     "registers_per_thread", "shared_mem_per_block", "block_size", "waves_per_sm",
+                     "calc_theoretical_pct", "recommended_block_size",
+                     "what_if_fewer_registers_pct", "calc_limiter")}
+    for launch, entry in entries.items():
+        row = table.loc[launch]
+        assert entry["limiter"] == row["ncu_limiter"]
+        assert entry["calc_limiter"] == (row["calc_limiter"] if isinstance(row["calc_limiter"], str)
+                                         else None)
+        for key, column in (("calc_theoretical_pct", "calc_theoretical_pct"),
+                            ("what_if_fewer_registers_pct", "what_if_fewer_regs_pct")):
+            assert (entry[key] is None) == pd.isna(row[column])
+            if entry[key] is not None:
+                assert entry[key] == row[column]
+    measured = [e for e in entries.values() if e["calc_theoretical_pct"] is not None]
+    assert len(measured) == (8 if name.startswith("torch_mlp") else 0)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -186,7 +186,7 @@ def launch_shape_from_report(report: Report,
     """Analyze the shape of every launch in a report.
 
     Blocks per SM come from the occupancy calculator (``calc_active_blocks`` of
-    :func:`ncu_advisor.derive.occupancy.occupancy_from_report`, computed when not given),
+    :func:`ncu_advisor.derive.occupancy_report.occupancy_from_report`, computed when not given),
     else from the smallest ``launch__occupancy_limit_*`` ncu reported.
 
     Args:
@@ -198,7 +198,8 @@ def launch_shape_from_report(report: Report,
         ``launch__waves_per_multiprocessor`` beside ``waves``.  NaN where inputs are missing.
 
     """
-    from .occupancy import NCU_LIMIT_METRICS, occupancy_from_report
+    from .occupancy import NCU_LIMIT_METRICS
+    from .occupancy_report import occupancy_from_report
 
     wide = report.wide()
 

@@ -21,6 +21,8 @@ from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from .formats import as_number
+
 # Colours shared with the page's CSS (report.css: --memory, --compute, --latency, --unknown).
 BOUND_COLORS: dict[str, str] = {
     "memory": "#2f6db5",
@@ -69,17 +71,9 @@ class RooflinePoint:
     bound: str
 
 
-def _num(value: Any) -> float | None:
-    """Return ``value`` as a finite float, or None when missing, NaN or not a number."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 def _positive(value: Any) -> float | None:
     """Return ``value`` as a finite positive float (log axes need it), or None."""
-    value = _num(value)
+    value = as_number(value)
     return value if value is not None and value > 0 else None
 
 
@@ -125,7 +119,7 @@ def _kernel_points(kernels: Iterable[Mapping[str, Any]]) -> tuple[list[RooflineP
             name=str(kernel.get("name") or kernel.get("short_name") or f"kernel {index}"),
             intensity=intensity,
             flops=flops,
-            share=_num(kernel.get("time_share")) or 0.0,
+            share=as_number(kernel.get("time_share")) or 0.0,
             bound=bound if bound in BOUND_COLORS else "unknown",
         ))
     return points, unplottable

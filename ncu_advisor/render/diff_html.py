@@ -27,7 +27,8 @@ from .charts import (
     draw_compute_roofs,
     roofline_axes,
 )
-from .html import _number, environment
+from .formats import as_number
+from .html import environment
 
 # Bars in the per-kernel time chart (the largest pairs by time, before or after).
 TIME_CHART_PAIRS = 12
@@ -253,8 +254,8 @@ def build_diff_page(data: Mapping[str, Any]) -> DiffPage:
         before_sources=list(before.get("sources") or []),
         after_sources=list(after.get("sources") or []),
         gpu=after.get("gpu") or before.get("gpu"),
-        before_ns=_number(before.get("total_ns")), after_ns=_number(after.get("total_ns")),
-        speedup=_number(data.get("speedup")), change_pct=_number(data.get("change_pct")),
+        before_ns=as_number(before.get("total_ns")), after_ns=as_number(after.get("total_ns")),
+        speedup=as_number(data.get("speedup")), change_pct=as_number(data.get("change_pct")),
         within_noise=data.get("within_noise"), noise=data.get("noise") or {},
         match_counts=[(k, n) for k, n in (data.get("match_counts") or {}).items() if n],
         pairs=rows, bars=bars, chart_height=max(len(bars) * 34, 34),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from .text import fmt_time
+from .formats import fmt_time
 
 _SEV = {"high": "HIGH", "medium": "MED ", "low": "low ", "info": "info"}
 

@@ -1,6 +1,7 @@
 """View-model of the report's context: validity, NVTX regions, source lines, finding groups.
 
-Kept apart from ``html.py`` so the page's core stays as it is; ``build_page`` calls these.
+The rest of the page's view-model is :mod:`.html_view`; its ``build_page`` calls these. They
+read the JSON contract's keys directly (``docs/json-contract.md``).
 """
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..regions import OUTSIDE
+
 GROUP_BY = ("kernel", "nvtx", "origin")
-OUTSIDE = "(outside any NVTX range)"
 
 
 @dataclass
@@ -61,37 +63,25 @@ class FindingGroup:
 
 def validity_rows(result: Mapping[str, Any]) -> list[ValidityRow]:
     """The validity entries of a result, as they come (warnings first)."""
-    return [ValidityRow(str(e.get("check", "")), str(e.get("severity", "info")),
-                        str(e.get("message", "")))
-            for e in result.get("validity") or [] if isinstance(e, Mapping)]
+    return [ValidityRow(e["check"], e["severity"], e["message"]) for e in result["validity"]]
 
 
 def region_rows(result: Mapping[str, Any]) -> list[RegionRow]:
     """The NVTX regions of a result, outer before inner."""
-    rows = []
-    for r in result.get("regions") or []:
-        name = str(r.get("name", ""))
-        depth = int(r.get("depth") or 0)
-        rows.append(RegionRow(
-            name=name, leaf=name.rsplit("/", 1)[-1] if depth else name, depth=depth,
-            duration_ns=r.get("duration_ns"), self_duration_ns=r.get("self_duration_ns"),
-            time_share=r.get("time_share"), launches=int(r.get("launches") or 0),
-            kernels=int(r.get("kernels") or 0),
-            bounds=sorted((r.get("bounds") or {}).items()),
-            top_findings=list(r.get("top_findings") or []),
-        ))
-    return rows
+    return [RegionRow(
+        name=r["name"], leaf=r["name"].rsplit("/", 1)[-1] if r["depth"] else r["name"],
+        depth=r["depth"], duration_ns=r["duration_ns"], self_duration_ns=r["self_duration_ns"],
+        time_share=r["time_share"], launches=r["launches"], kernels=r["kernels"],
+        bounds=sorted(r["bounds"].items()), top_findings=r["top_findings"],
+    ) for r in result["regions"]]
 
 
 def source_line_rows(item: Mapping[str, Any]) -> list[SourceLineRow]:
-    """The source lines a finding names."""
-    rows = []
-    for s in item.get("source_lines") or []:
-        file = str(s.get("file", ""))
-        rows.append(SourceLineRow(file=file, short_file=file.rsplit("/", 1)[-1],
-                                  line=int(s.get("line") or 0), share_pct=s.get("share_pct"),
-                                  sass=str(s.get("sass", "")), stall=s.get("stall")))
-    return rows
+    """The source lines a finding names (``stall`` only on stall findings)."""
+    return [SourceLineRow(file=s["file"], short_file=s["file"].rsplit("/", 1)[-1],
+                          line=s["line"], share_pct=s["share_pct"], sass=s["sass"],
+                          stall=s.get("stall"))
+            for s in item["source_lines"]]
 
 
 def group_findings(rows: list, items: list[Mapping[str, Any]],
@@ -116,14 +106,14 @@ def group_findings(rows: list, items: list[Mapping[str, Any]],
     for row, item, idx in zip(rows, items, indexes, strict=True):
         named = [kernels[i] for i in idx if i is not None]
         if group_by == "kernel":
-            key = str(item.get("kernel") or "application")
+            key = item["kernel"]
         elif group_by == "nvtx":
-            ranges = list(dict.fromkeys(str(k.get("nvtx") or OUTSIDE) for k in named))
+            ranges = list(dict.fromkeys(k["nvtx"] or OUTSIDE for k in named))
             key = " + ".join(ranges) if ranges else "application"
         else:
-            origins = list(dict.fromkeys(str(k.get("origin") or "unknown") for k in named))
+            origins = list(dict.fromkeys(k["origin"] or "unknown" for k in named))
             key = " + ".join(origins) if origins else "application"
         group = groups.setdefault(key, FindingGroup(key, 0.0))
         group.rows.append(row)
-        group.saving_ns += item.get("estimated_saving_ns") or 0.0
+        group.saving_ns += item["estimated_saving_ns"] or 0.0
     return sorted(groups.values(), key=lambda g: -g.saving_ns)

@@ -6,6 +6,8 @@ import re
 import shutil
 import textwrap
 
+from .formats import fmt_time
+
 _SEV = {"high": "HIGH", "medium": "MED ", "low": "low ", "info": "info"}
 
 
@@ -24,16 +26,6 @@ def safe_text(text: str, newlines: bool = True) -> str:
         text = text.replace("\n", "\\x0a")
     return _UNSAFE.sub(lambda m: (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
                                   else f"\\u{ord(m.group()):04x}"), text)
-
-
-def fmt_time(ns: float | None) -> str:
-    """Format nanoseconds as ns/us/ms/s."""
-    if ns is None:
-        return "n/a"
-    for limit, div, unit in ((1e9, 1e9, "s"), (1e6, 1e6, "ms"), (1e3, 1e3, "us")):
-        if abs(ns) >= limit:
-            return f"{ns / div:.3g} {unit}"
-    return f"{ns:.0f} ns"
 
 
 def _clip(text: str, width: int) -> str:

@@ -20,8 +20,8 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from .charts import CHART_STYLE
-from .html import environment, fmt_bytes, fmt_duration, fmt_pct
-from .text import fmt_time
+from .formats import fmt_bytes, fmt_duration, fmt_pct, fmt_time
+from .html import environment
 
 _RC = {**CHART_STYLE, "text.parse_math": False}  # kernel names may hold $
 # The quantities drawn under the time line, and their colours.

@@ -1,311 +1,30 @@
-"""Teaching-lab demo pairs: one bad and one good CUDA kernel per checklist category.
+"""Running the demo pairs on a GPU with CuPy: check, time, and run once for ncu.
 
-Each category of the optimization checklist has a folder ``kernels/<id>/`` (shipped in the wheel
-as ``ncu_advisor/_kernels/<id>/``) holding:
-
-* ``kernels.cu``: the CUDA source of both variants, compiled by CuPy/NVRTC with ``-lineinfo``;
-* ``demo.toml``: the lesson (what, why, fix, expected effect), the kernel names as ncu prints
-  them, and the ncu metric signature that should tell the two variants apart;
-* ``launch.py``: a CuPy launcher with ``setup``, ``run_bad``, ``run_good``, ``reference``,
-  ``work`` and ``TOLERANCE``.
-
-Reading the metadata needs nothing but the standard library. Running a demo imports CuPy lazily
-and raises :class:`~ncu_advisor.errors.DemoError` with a one-line message when CuPy or a GPU is
-missing, the name is unknown, or a kernel returns a wrong result.
+Running a demo imports CuPy lazily and raises :class:`~ncu_advisor.errors.DemoError` with a
+one-line message when CuPy or a GPU is missing, the name is unknown, or a kernel returns a wrong
+result.
 
 Timing follows the usual method: check both results against the reference first, warm up, time
 every launch on its own with CUDA events, rotate input sets so consecutive runs cannot reuse the
 L2 cache, and report the median with its spread.
-
-Command line (used by the GPU capture script)::
-
-    python -m ncu_advisor.demos list
-    python -m ncu_advisor.demos check NAME|all
-    python -m ncu_advisor.demos time NAME|all [--json FILE] [--repeats N] [--warmup N]
-    python -m ncu_advisor.demos once NAME      # for ncu --profile-from-start off
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib.resources
 import importlib.util
-import json
 import math
-import sys
 import time
-import tomllib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from ncu_advisor.checklist import CATEGORIES
-from ncu_advisor.errors import DemoError
-
-__all__ = [
-    "CHECKLIST_IDS",
-    "Demo",
-    "DemoError",
-    "Lesson",
-    "Signature",
-    "Variant",
-    "check_demo",
-    "get_demo",
-    "kernels_dir",
-    "list_demos",
-    "load_launcher",
-    "measure_copy_roof",
-    "profile_once",
-    "require_gpu",
-    "time_all",
-    "time_demo",
-]
-
-#: The checklist category ids, in checklist order (ncu_advisor/checklist.py).
-CHECKLIST_IDS = CATEGORIES
-
-#: Comparison operators allowed at the start of a signature condition such as ``"< 8"``.
-CONDITION_OPERATORS: tuple[str, ...] = ("<=", ">=", "==", "<", ">")
+from ..errors import DemoError
+from .catalogue import Demo, Variant, get_demo, list_demos
 
 _NO_CUPY = "CuPy is not installed: pip install 'ncu-advise[gpu]'"
 _TIMING_SCHEMA = "ncu-advise-demo-timing/1"
-
-
-@dataclass(frozen=True)
-class Lesson:
-    """The teaching text of a demo: the problem, its cause, the fix, and the expected effect."""
-
-    what: str
-    why: str
-    fix: str
-    expect: str
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One side of a demo: the kernels it launches and the launcher function that runs it."""
-
-    role: str  # "bad", "good" or "extra"
-    label: str
-    kernels: tuple[str, ...]
-    description: str
-    run: str  # name of the function in launch.py
-
-
-@dataclass(frozen=True)
-class Signature:
-    """An ncu metric and the condition each variant is expected to meet (e.g. ``"< 8"``).
-
-    ``scope`` is ``"each"`` when the condition holds for every launch of the variant and
-    ``"sum"`` when it holds for the metric summed over the variant's launches.
-    """
-
-    metric: str
-    bad: str
-    good: str
-    note: str
-    scope: str = "each"
-
-
-@dataclass(frozen=True)
-class Demo:
-    """A bad/good kernel pair for one checklist category, as described by its ``demo.toml``."""
-
-    name: str
-    category: str
-    title: str
-    problem: str
-    tolerance: str
-    lesson: Lesson
-    bad: Variant
-    good: Variant
-    extras: tuple[Variant, ...]
-    signatures: tuple[Signature, ...]
-    path: Path
-
-    @property
-    def source_path(self) -> Path:
-        """Path of the CUDA source of the pair."""
-        return self.path / "kernels.cu"
-
-    @property
-    def launch_path(self) -> Path:
-        """Path of the CuPy launcher module."""
-        return self.path / "launch.py"
-
-    @property
-    def variants(self) -> tuple[Variant, ...]:
-        """Bad, good, then any extra variants, in launch order."""
-        return (self.bad, self.good, *self.extras)
-
-    @property
-    def kernel_names(self) -> tuple[str, ...]:
-        """Every kernel name the demo launches, in launch order."""
-        return tuple(k for v in self.variants for k in v.kernels)
-
-    def source(self) -> str:
-        """Return the CUDA source text."""
-        return self.source_path.read_text(encoding="utf-8")
-
-
-# --------------------------------------------------------------------------------------------
-# Metadata
-
-
-def kernels_dir() -> Path:
-    """Locate the demo folders: ``ncu_advisor/_kernels`` if installed, else ``kernels/``."""
-    try:
-        packaged = importlib.resources.files("ncu_advisor") / "_kernels"
-        if packaged.is_dir():
-            return Path(str(packaged))
-    except (ModuleNotFoundError, TypeError):
-        pass
-    return Path(__file__).resolve().parent.parent / "kernels"
-
-
-def _text(table: dict[str, Any], key: str, where: str) -> str:
-    value = table.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise DemoError(f"{where}: missing or empty text field {key!r}")
-    return " ".join(value.split())
-
-
-def _variant(data: dict[str, Any], role: str, where: str) -> Variant:
-    table = data.get(role)
-    if not isinstance(table, dict):
-        raise DemoError(f"{where}: missing table [{role}]")
-    kernels = table.get("kernels")
-    if not isinstance(kernels, list) or not kernels or not all(isinstance(k, str) for k in kernels):
-        raise DemoError(f"{where}: [{role}] kernels must be a non-empty list of names")
-    return Variant(
-        role=role,
-        label=str(table.get("label", role)),
-        kernels=tuple(kernels),
-        description=_text(table, "description", f"{where} [{role}]"),
-        run=str(table.get("run", f"run_{role}")),
-    )
-
-
-def _signature(table: dict[str, Any], where: str) -> Signature:
-    sig = Signature(
-        metric=_text(table, "metric", where),
-        bad=_text(table, "bad", where),
-        good=_text(table, "good", where),
-        note=_text(table, "note", where),
-        scope=str(table.get("scope", "each")),
-    )
-    if sig.scope not in ("each", "sum"):
-        raise DemoError(f"{where}: signature scope must be 'each' or 'sum', not {sig.scope!r}")
-    for cond in (sig.bad, sig.good):
-        parse_condition(cond, where)
-    return sig
-
-
-def parse_condition(text: str, where: str = "condition") -> tuple[str, float]:
-    """Split a signature condition such as ``">= 28"`` into its operator and threshold.
-
-    Args:
-        text: The condition string from ``demo.toml``.
-        where: Context for the error message.
-
-    Returns:
-        The operator (one of ``CONDITION_OPERATORS``) and the threshold as a float.
-
-    Raises:
-        DemoError: If the text is not an operator followed by a number.
-
-    """
-    stripped = text.strip()
-    for op in CONDITION_OPERATORS:
-        if stripped.startswith(op):
-            try:
-                return op, float(stripped[len(op) :])
-            except ValueError:
-                break
-    raise DemoError(f"{where}: bad signature condition {text!r} (expected e.g. '< 8', '>= 28')")
-
-
-def _load_demo(path: Path) -> Demo:
-    toml_path = path / "demo.toml"
-    where = str(toml_path)
-    try:
-        data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise DemoError(f"{where}: cannot read demo metadata: {exc}") from None
-    lesson_table = data.get("lesson")
-    if not isinstance(lesson_table, dict):
-        raise DemoError(f"{where}: missing table [lesson]")
-    lesson = Lesson(
-        what=_text(lesson_table, "what", f"{where} [lesson]"),
-        why=_text(lesson_table, "why", f"{where} [lesson]"),
-        fix=_text(lesson_table, "fix", f"{where} [lesson]"),
-        expect=_text(lesson_table, "expect", f"{where} [lesson]"),
-    )
-    extras = tuple(
-        _variant({"extra": table}, "extra", f"{where} [[extra]]") for table in data.get("extra", [])
-    )
-    signatures = tuple(
-        _signature(table, f"{where} [[signature]] #{i + 1}")
-        for i, table in enumerate(data.get("signature", []))
-    )
-    return Demo(
-        name=_text(data, "name", where),
-        category=_text(data, "category", where),
-        title=_text(data, "title", where),
-        problem=_text(data, "problem", where),
-        tolerance=_text(data, "tolerance", where),
-        lesson=lesson,
-        bad=_variant(data, "bad", where),
-        good=_variant(data, "good", where),
-        extras=extras,
-        signatures=signatures,
-        path=path,
-    )
-
-
-def _order(demo: Demo) -> tuple[int, str]:
-    try:
-        return CHECKLIST_IDS.index(demo.name), demo.name
-    except ValueError:
-        return len(CHECKLIST_IDS), demo.name
-
-
-def list_demos() -> list[Demo]:
-    """Read every ``demo.toml`` under :func:`kernels_dir`, in checklist order.
-
-    Returns:
-        One :class:`Demo` per folder that has a ``demo.toml``.
-
-    Raises:
-        DemoError: If a ``demo.toml`` is unreadable or misses a required field.
-
-    """
-    root = kernels_dir()
-    if not root.is_dir():
-        raise DemoError(f"demo kernels folder not found: {root}")
-    demos = [_load_demo(p) for p in sorted(root.iterdir()) if (p / "demo.toml").is_file()]
-    return sorted(demos, key=_order)
-
-
-def get_demo(name: str) -> Demo:
-    """Return the demo called ``name`` (a checklist id such as ``"coalescing"``).
-
-    Raises:
-        DemoError: If no demo has that name.
-
-    """
-    demos = list_demos()
-    for demo in demos:
-        if demo.name == name:
-            return demo
-    known = ", ".join(d.name for d in demos)
-    raise DemoError(f"unknown demo {name!r}; known demos: {known}")
-
-
-# --------------------------------------------------------------------------------------------
-# Running on a GPU
+# The timing table: a header, then one row per demo (time_all's log lines).
+TABLE_HEADER = f"{'demo':<15} {'bad ms':>9} {'good ms':>9} {'speedup':>8} {'GB/s':>8} {'% roof':>7}"
 
 
 def require_gpu() -> ModuleType:
@@ -640,10 +359,6 @@ def time_all(
     return report
 
 
-# --------------------------------------------------------------------------------------------
-# Profiling hook
-
-
 def profile_once(name: str, size: str = "default") -> list[str]:
     """Run each variant once inside a ``cudaProfilerStart``/``Stop`` range.
 
@@ -676,12 +391,6 @@ def profile_once(name: str, size: str = "default") -> list[str]:
         _free(cp)
 
 
-# --------------------------------------------------------------------------------------------
-# Command line
-
-TABLE_HEADER = f"{'demo':<15} {'bad ms':>9} {'good ms':>9} {'speedup':>8} {'GB/s':>8} {'% roof':>7}"
-
-
 def _row(result: dict[str, Any]) -> str:
     """Format one table row (plus one line per extra variant)."""
     good = result["good"]
@@ -695,79 +404,3 @@ def _row(result: dict[str, Any]) -> str:
         if label not in ("bad", "good"):
             lines.append(f"  + {label}: {extra['median_ms']:.4f} ms, {extra['gbs']:.0f} GB/s")
     return "\n".join(lines)
-
-
-def _main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m ncu_advisor.demos", description="Run the teaching-lab demo kernels."
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="list the demos")
-    p_check = sub.add_parser("check", help="check results against the references")
-    p_check.add_argument("name", help="demo name or 'all'")
-    p_check.add_argument("--size", default="default", choices=("default", "small"))
-    p_time = sub.add_parser("time", help="check, then time bad and good variants")
-    p_time.add_argument("name", help="demo name or 'all'")
-    p_time.add_argument("--json", type=Path, help="write every number to this JSON file")
-    p_time.add_argument("--repeats", type=int, default=50)
-    p_time.add_argument("--warmup", type=int, default=5)
-    p_time.add_argument("--size", default="default", choices=("default", "small"))
-    p_once = sub.add_parser("once", help="run each variant once inside a profiler range")
-    p_once.add_argument("name")
-    p_once.add_argument("--size", default="default", choices=("default", "small"))
-    args = parser.parse_args(argv)
-
-    if args.command == "list":
-        for demo in list_demos():
-            kernels = ", ".join(demo.kernel_names)
-            print(f"{demo.name:<15} {demo.title}\n{'':<15} kernels: {kernels}")
-        return 0
-    if args.command == "check":
-        if args.name != "all":
-            errors = check_demo(args.name, args.size)
-            shown = ", ".join(f"{k} {v:.3g}" for k, v in errors.items())
-            print(f"{args.name:<15} ok (max abs error: {shown})")
-            return 0
-        require_gpu()
-        failed = 0
-        for demo in list_demos():
-            try:
-                errors = check_demo(demo.name, args.size)
-            except Exception as exc:  # report every demo, then fail
-                failed += 1
-                print(f"{demo.name:<15} FAILED: {type(exc).__name__}: {exc}", flush=True)
-                continue
-            shown = ", ".join(f"{k} {v:.3g}" for k, v in errors.items())
-            print(f"{demo.name:<15} ok (max abs error: {shown})", flush=True)
-        return 1 if failed else 0
-    if args.command == "once":
-        launched = profile_once(args.name, args.size)
-        print(f"{args.name}: profiled {', '.join(launched)}")
-        return 0
-    names = None if args.name == "all" else [get_demo(args.name).name]
-    require_gpu()  # fail with one line before printing the table header
-    print(TABLE_HEADER, flush=True)
-    report = time_all(
-        names,
-        args.repeats,
-        args.warmup,
-        size=args.size,
-        log=lambda line: print(line, flush=True),
-    )
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        print(f"wrote {args.json}")
-    return 1 if report["errors"] else 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the demo command line; errors are printed as one line with exit code 2."""
-    try:
-        return _main(argv)
-    except DemoError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
-
-
-if __name__ == "__main__":
-    sys.exit(main())
