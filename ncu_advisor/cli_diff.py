@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from .diff import DEFAULT_MIN_SHARE_PCT, DEFAULT_NOISE_FLOOR_NS
+from .diff_policy import DEFAULT_MIN_SHARE_PCT, DEFAULT_NOISE_FLOOR_NS
 
 
 class DiffFormat(StrEnum):

@@ -17,10 +17,12 @@ import sys
 import tempfile
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import pyarrow as pa
 import typer
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 from .errors import NcuAdviseError
 
@@ -239,6 +241,8 @@ def trend_command(
     elif format is TrendFormat.text:
         text = render_trend_text(frame, kernel, label)
     else:
+        import pyarrow as pa
+
         text = format_table(pa.Table.from_pandas(frame, preserve_index=False),
                             TableFormat(format.value))
     _emit(text, output)

@@ -44,19 +44,17 @@ import pandas as pd
 
 from .analysis import Analysis, _json_safe
 from .derive.quantities import label_of, unit_of
+from .diff_policy import (
+    DEFAULT_MIN_SHARE_PCT,
+    DEFAULT_NOISE_FLOOR_NS,
+    DEFAULT_NOISE_PCT,
+    NOISE_MARGIN,
+    RENAME_THRESHOLD,
+)
 from .errors import NcuAdviseError
 from .rules_engine.findings import SEVERITY_RANK, Finding
 
 SCHEMA_VERSION = 1
-DEFAULT_NOISE_PCT = 2.0
-DEFAULT_NOISE_FLOOR_NS = 1000.0
-# Two or three captures underestimate the spread: bands derived from repeats are this many
-# times the largest difference they show.
-NOISE_MARGIN = 2.0
-# --fail-if-slower checks every kernel whose share of the run (before or after) is at least this.
-DEFAULT_MIN_SHARE_PCT = 1.0
-# A different-name pair needs at least this similarity (0..1) to count as ``renamed``.
-RENAME_THRESHOLD = 0.3
 # Per-pair quantities whose change is reported (names from derive/quantities.py).
 DIFF_QUANTITIES = (
     "dram_bytes", "l2_bytes", "dram_bandwidth", "sm_pct", "mem_pct",
