@@ -203,8 +203,7 @@ class Analysis:
         top = []
         for i in order:
             row = launches.iloc[int(i)]
-            share = (row["duration_ns"] * row["invocations"] / total
-                     if total and not pd.isna(row["duration_ns"]) else None)
+            share = self.quantities.at[row["launch"], "time_share_pct"] / 100.0
             top.append({
                 "id": _int(row["id"]), "launch": int(row["launch"]),
                 "short_name": row["short_name"], "name": row["name"],
@@ -237,7 +236,6 @@ class Analysis:
     def iter_kernels(self, include_metrics: bool = False):
         """Yield the JSON entry of each launch in order, one at a time."""
         rep = self.report
-        total = self.total_time_ns
         rules_by_launch = _ncu_rules_by_launch(rep.ncu_rules)
         metrics_by_launch = ({int(k): g for k, g in rep.metrics.groupby("launch")}
                              if include_metrics else {})
@@ -254,8 +252,6 @@ class Analysis:
         for row in rep.launches.itertuples(index=False):
             launch = int(row.launch)
             qrow = dict(zip(columns, values[position[launch]].tolist(), strict=True))
-            share = (row.duration_ns * row.invocations / total
-                     if total and not pd.isna(row.duration_ns) else None)
             entry = {
                 "id": _int(row.id), "launch": launch, "source": row.source, "name": row.name,
                 "short_name": row.short_name,
@@ -264,7 +260,7 @@ class Analysis:
                 "device": _int(row.device), "cc": None if pd.isna(row.cc) else str(row.cc),
                 "stream": _int(row.stream), "nvtx": None if pd.isna(row.nvtx) else row.nvtx,
                 "invocations": int(row.invocations), "duration_ns": _num(row.duration_ns),
-                "time_share": _num(share),
+                "time_share": _num(qrow["time_share_pct"] / 100.0),
                 "quantities": {
                     name: {"value": _num(qrow[name]), "unit": unit_of(name),
                            "label": label_of(name)}

@@ -229,16 +229,15 @@ def multi_pass(rule: Rule, quantities: pd.DataFrame,
 def hot_spots(rule: Rule, quantities: pd.DataFrame,
               launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
     """Name the kernels (grouped by name) that take at least 20% of the GPU time."""
-    time = launches["duration_ns"] * launches["invocations"]
-    total = float(np.nansum(time))
-    if not total or launches["short_name"].nunique() < 2:
+    if launches["short_name"].nunique() < 2:
         return [], []
-    by_name = launches.assign(time=time).groupby("short_name", sort=False).agg(
-        time=("time", "sum"), ids=("id", list), launch_ids=("launch", list),
+    share_of = quantities["time_share_pct"].reindex(launches["launch"]).to_numpy()
+    by_name = launches.assign(share=share_of).groupby("short_name", sort=False).agg(
+        share=("share", "sum"), ids=("id", list), launch_ids=("launch", list),
         count=("launch", "size"))
     findings = []
-    for name, row in by_name.sort_values("time", ascending=False).iterrows():
-        share = 100.0 * row["time"] / total
+    for name, row in by_name.sort_values("share", ascending=False).iterrows():
+        share = float(row["share"])
         if share < 20.0:
             break
         values = {"time_share_pct": share, "launch_count": float(row["count"])}
