@@ -372,27 +372,21 @@ def _with_launch_shape(report: Report) -> pd.DataFrame:
     return wide
 
 
-# Forms that print section bodies and rule messages but not every raw counter.
-_BODY_ONLY_FORMS = {"details", "text", "summary"}
 RAW_EXPORT_HINT = ("the raw page of the same capture (ncu --import FILE.ncu-rep --csv --page raw) "
                    "or the .ncu-rep itself")
 
 
-def _point_to_raw_export(skipped: list[NotEvaluated], launches: pd.DataFrame,
-                         ) -> list[NotEvaluated]:
+def _point_to_raw_export(skipped: list[NotEvaluated], report: Report) -> list[NotEvaluated]:
     """Say where a metric missing from a details-page (or text) export is.
 
     It was usually collected but not printed: export the raw page first; collect it only if
-    the capture lacked it.
+    the capture lacked it (:meth:`Report.body_only_launches` decides which launches).
     """
-    if "form" not in launches:
-        return skipped
-    forms = dict(zip(launches["launch"], launches["form"], strict=True))
-    all_body_only = set(forms.values()) <= _BODY_ONLY_FORMS
+    body_only = report.body_only_launches().to_dict()
+    all_body_only = all(body_only.values())
     for n in skipped:
-        body_only = forms.get(n.launch) in _BODY_ONLY_FORMS if n.launch is not None \
-            else all_body_only
-        if body_only and not n.collect_with.startswith(RAW_EXPORT_HINT):
+        if (body_only.get(n.launch, False) if n.launch is not None else all_body_only) \
+                and not n.collect_with.startswith(RAW_EXPORT_HINT):
             n.collect_with = f"{RAW_EXPORT_HINT}; if not collected: {n.collect_with}"
     return skipped
 
@@ -442,7 +436,7 @@ def analyze(report: Report, rules: list[Rule] | None = None,
         occupancy[int(launch)] = occupancy_summary(wrow, qrow)
     shapes = _add_calculator(report, occupancy)
     findings, skipped = evaluate(rules, quantities, launches, provenance)
-    skipped = _point_to_raw_export(skipped, launches)
+    skipped = _point_to_raw_export(skipped, report)
     findings = apply_policy(findings, launches, origin_table(origins))
     attribute(findings, report.source_lines)
     regions = summarize_regions(launches, {k: r.bound for k, r in rooflines.items()}, findings)
