@@ -282,6 +282,10 @@ def rules_cmd(
         steps = [f"{s.level} if {describe(s.when)}" if s.when else f"otherwise {s.level}"
                  for s in rule.severity]
         block("Severity", "; ".join(steps))
+        if rule.confidence_steps:
+            block("Confidence", "; ".join([f"{s.level} if {describe(s.when)}"
+                                           for s in rule.confidence_steps]
+                                          + [f"otherwise {rule.confidence}"]))
         if rule.estimate:
             e = rule.estimate
             block("Estimated saving", f"{e.method} of {e.quantity or e.value}"

@@ -136,3 +136,38 @@ def test_tail_has_one_formula():
     assert s.tail_idle_slots_pct == pytest.approx(tail_idle_pct(s.waves))
     assert tail_idle_pct(pd.Series([0.5, 2.0, 1.5, np.nan])).fillna(-1).tolist() == \
         [0.0, 0.0, pytest.approx(25.0), -1.0]
+
+
+def test_confidence_steps_are_data_and_cases_check_them(tmp_path, capsys):
+    text = (EXAMPLES / "cache.l2-misses.toml").read_text()
+    assert 'confidence = "medium"' in text
+    (tmp_path / "cache.l2-misses.toml").write_text(text.replace(
+        'confidence = "medium"',
+        'confidence = "medium"\nconfidence_steps = [{ level = "high", when = '
+        '{ q = "l2_hit_pct", lt = 5 } }]'))
+    (tmp_path / "cache.l2-misses.cases.toml").write_text(
+        '[[case]]\nname = "almost no hits"\nexpect = "fires"\nconfidence = "high"\n'
+        'values = { sm_pct = 20, mem_pct = 85, l2_hit_pct = 2 }\n'
+        '[[case]]\nname = "some hits"\nexpect = "fires"\nconfidence = "high"\n'
+        'values = { sm_pct = 20, mem_pct = 85, l2_hit_pct = 15 }\n')
+    assert main(["rules", "--test", str(tmp_path)]) == 2
+    out = capsys.readouterr().out
+    assert "[almost no hits]: ok" in out
+    assert "[some hits]: FAILED: expected confidence high, got medium" in out
+
+
+def test_fusion_confidence_policy_lives_in_its_rule_file():
+    rule = load_rule_file(builtin_rules_dir() / "fusion.memory-bound-chain.toml")
+    assert rule.confidence == "medium"
+    assert [s.level for s in rule.confidence_steps] == ["high"]
+    assert "chain_in_one_range" in (ENGINE / "functions.py").read_text()
+    assert '"high"' not in (ENGINE / "functions.py").read_text()  # no policy left in code
+
+
+def test_a_data_rule_cannot_read_a_function_value(tmp_path):
+    """A function's own values are for its rule's steps: a data rule naming one is refused."""
+    (tmp_path / "cache.l2-misses.toml").write_text(
+        (EXAMPLES / "cache.l2-misses.toml").read_text().replace(
+            '{ q = "l2_hit_pct", lt = 20 }', '{ q = "chain_in_one_range", eq = 1 }'))
+    _, problems = check_rules([tmp_path], builtin=False)
+    assert any("unknown quantity 'chain_in_one_range'" in p for p in problems), problems
