@@ -587,7 +587,7 @@ def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:
     for name in ("click.exceptions", "typer._click.exceptions"):
         try:
             module = importlib.import_module(name)
-        except ImportError:
+        except ImportError:  # not an error: typer brings one of the two, old or new layout
             continue
         errors.append(module.ClickException)
         if hasattr(module, "Abort"):
