@@ -15,7 +15,15 @@ import pytest
 from ncu_advisor.cli import main
 from ncu_advisor.derive.bound import bound_of
 from ncu_advisor.derive.launch_shape import launch_shape, tail_idle_pct
-from ncu_advisor.derive.quantities import DERIVED, DERIVED_INFO, add_derived, known
+from ncu_advisor.derive.quantities import (
+    DERIVED,
+    DERIVED_INFO,
+    QUANTITIES,
+    add_derived,
+    inputs_of,
+    known,
+    time_share_pct,
+)
 from ncu_advisor.rules_engine.cases import run_cases
 from ncu_advisor.rules_engine.loader import builtin_rules_dir, check_rules, load_rule_file
 
@@ -98,8 +106,12 @@ def test_a_missing_metric_is_not_evaluated_but_an_undefined_ratio_is_silent():
 
 
 def test_derived_dependencies_are_the_formula_inputs():
+    earlier = {q.name for q in QUANTITIES}
     for d in DERIVED:
         assert all(known(i) for i in d.inputs), d.name
+        # add_derived computes in definition order: an input defined later would read NaN.
+        assert set(d.inputs) <= earlier, (d.name, set(d.inputs) - earlier)
+        earlier.add(d.name)
         assert DERIVED_INFO[d.name][2] == d.inputs
         # Changing any input changes the result somewhere: no input is declared but unused.
         rng = np.random.default_rng(14)
@@ -110,6 +122,31 @@ def test_derived_dependencies_are_the_formula_inputs():
             moved[i] = rng.uniform(0.0, 150.0, 64)
             out = d.fn(*(moved[n] for n in d.inputs))
             assert not np.allclose(ref.fillna(-1), out.fillna(-1)), (d.name, i)
+
+
+def test_measured_quantities_read_exactly_their_formula_metrics():
+    """A formula source declares the metrics it reads (collect.py gathers them): none unused."""
+    rng = np.random.default_rng(14)
+    for q in QUANTITIES:
+        for source in q.sources:
+            assert len(set(source.metrics)) == len(source.metrics), q.name
+            if source.fn is None:
+                assert len(source.metrics) == 1, q.name
+                continue
+            base = pd.DataFrame({m: rng.uniform(1.0, 150.0, 64) for m in source.metrics})
+            ref = source.compute(base)
+            for metric in source.metrics:
+                moved = base.copy()
+                moved[metric] = rng.uniform(1.0, 150.0, 64)
+                assert not np.allclose(ref, source.compute(moved)), (q.name, metric)
+
+
+def test_time_share_reads_the_duration():
+    assert inputs_of("time_share_pct") == ("duration_ns",)
+    duration = pd.Series([100.0, 300.0, np.nan])
+    assert time_share_pct(duration).fillna(-1).tolist() == [25.0, 75.0, -1.0]
+    # Invocations come from the launch table, not from a quantity.
+    assert time_share_pct(duration, pd.Series([3, 1, 1])).tolist()[:2] == [50.0, 50.0]
 
 
 def test_engine_modules_import_in_one_direction():
