@@ -92,6 +92,11 @@ class Report:
         """Every launch was read from section bodies only (see :meth:`body_only_launches`)."""
         return bool(self.body_only_launches().all())
 
+    def text(self, launch: int, metric: str) -> str | None:
+        """Return a metric's exported text (for string metrics such as the GPU name)."""
+        rows = self.metrics[(self.metrics["launch"] == launch) & (self.metrics["metric"] == metric)]
+        return None if rows.empty else str(rows["text"].iloc[0])
+
     @property
     def total_duration_ns(self) -> float:
         """Sum of GPU time over all launches (invocations counted for summaries)."""
