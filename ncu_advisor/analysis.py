@@ -198,8 +198,7 @@ class Analysis:
         top = []
         for i in order:
             row = launches.iloc[int(i)]
-            share = (row["duration_ns"] * row["invocations"] / total
-                     if total and not pd.isna(row["duration_ns"]) else None)
+            share = self.quantities.at[row["launch"], "time_share_pct"] / 100.0
             top.append({
                 "id": _int(row["id"]), "launch": int(row["launch"]),
                 "short_name": row["short_name"], "name": row["name"],
@@ -232,7 +231,6 @@ class Analysis:
     def iter_kernels(self, include_metrics: bool = False):
         """Yield the JSON entry of each launch in order, one at a time."""
         rep = self.report
-        total = self.total_time_ns
         rules_by_launch = _ncu_rules_by_launch(rep.ncu_rules)
         metrics_by_launch = ({int(k): g for k, g in rep.metrics.groupby("launch")}
                              if include_metrics else {})
@@ -249,8 +247,6 @@ class Analysis:
         for row in rep.launches.itertuples(index=False):
             launch = int(row.launch)
             qrow = dict(zip(columns, values[position[launch]].tolist(), strict=True))
-            share = (row.duration_ns * row.invocations / total
-                     if total and not pd.isna(row.duration_ns) else None)
             entry = {
                 "id": _int(row.id), "launch": launch, "source": row.source, "name": row.name,
                 "short_name": row.short_name,
@@ -259,7 +255,7 @@ class Analysis:
                 "device": _int(row.device), "cc": None if pd.isna(row.cc) else str(row.cc),
                 "stream": _int(row.stream), "nvtx": None if pd.isna(row.nvtx) else row.nvtx,
                 "invocations": int(row.invocations), "duration_ns": _num(row.duration_ns),
-                "time_share": _num(share),
+                "time_share": _num(qrow["time_share_pct"] / 100.0),
                 "quantities": {
                     name: {"value": _num(qrow[name]), "unit": unit_of(name),
                            "label": label_of(name)}
@@ -353,27 +349,21 @@ def _with_launch_shape(report: Report) -> pd.DataFrame:
     return wide
 
 
-# Forms that print section bodies and rule messages but not every raw counter.
-_BODY_ONLY_FORMS = {"details", "text", "summary"}
 RAW_EXPORT_HINT = ("the raw page of the same capture (ncu --import FILE.ncu-rep --csv --page raw) "
                    "or the .ncu-rep itself")
 
 
-def _point_to_raw_export(skipped: list[NotEvaluated], launches: pd.DataFrame,
-                         ) -> list[NotEvaluated]:
+def _point_to_raw_export(skipped: list[NotEvaluated], report: Report) -> list[NotEvaluated]:
     """Say where a metric missing from a details-page (or text) export is.
 
     It was usually collected but not printed: export the raw page first; collect it only if
-    the capture lacked it.
+    the capture lacked it (:meth:`Report.body_only_launches` decides which launches).
     """
-    if "form" not in launches:
-        return skipped
-    forms = dict(zip(launches["launch"], launches["form"], strict=True))
-    all_body_only = set(forms.values()) <= _BODY_ONLY_FORMS
+    body_only = report.body_only_launches().to_dict()
+    all_body_only = all(body_only.values())
     for n in skipped:
-        body_only = forms.get(n.launch) in _BODY_ONLY_FORMS if n.launch is not None \
-            else all_body_only
-        if body_only and not n.collect_with.startswith(RAW_EXPORT_HINT):
+        if (body_only.get(n.launch, False) if n.launch is not None else all_body_only) \
+                and not n.collect_with.startswith(RAW_EXPORT_HINT):
             n.collect_with = f"{RAW_EXPORT_HINT}; if not collected: {n.collect_with}"
     return skipped
 
@@ -420,7 +410,7 @@ def analyze(report: Report, rules: list[Rule] | None = None,
                  for launch in launches["launch"]}
     occupancy, shapes = launch_occupancy(report, quantities)
     findings, skipped = evaluate(rules, quantities, launches, provenance)
-    skipped = _point_to_raw_export(skipped, launches)
+    skipped = _point_to_raw_export(skipped, report)
     findings = apply_policy(findings, launches, origin_table(origins))
     attribute(findings, report.source_lines)
     regions = summarize_regions(launches, {k: r.bound for k, r in rooflines.items()}, findings)

@@ -280,6 +280,10 @@ def rules_cmd(
         steps = [f"{s.level} if {describe(s.when)}" if s.when else f"otherwise {s.level}"
                  for s in rule.severity]
         block("Severity", "; ".join(steps))
+        if rule.confidence_steps:
+            block("Confidence", "; ".join([f"{s.level} if {describe(s.when)}"
+                                           for s in rule.confidence_steps]
+                                          + [f"otherwise {rule.confidence}"]))
         if rule.estimate:
             e = rule.estimate
             block("Estimated saving", f"{e.method} of {e.quantity or e.value}"
@@ -519,7 +523,7 @@ def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:
     for name in ("click.exceptions", "typer._click.exceptions"):
         try:
             module = importlib.import_module(name)
-        except ImportError:
+        except ImportError:  # not an error: typer brings one of the two, old or new layout
             continue
         errors.append(module.ClickException)
         if hasattr(module, "Abort"):

@@ -43,7 +43,7 @@ def _limiter(text: str) -> str:
     return text.replace("shared_mem", "shared memory")
 
 
-def render_text(summary: dict) -> str:
+def render_occupancy_text(summary: dict) -> str:
     """Format a :func:`~ncu_advisor.derive.occupancy.calculator_summary` for an 80-column tty."""
     s = summary
     res = s["result"]
@@ -106,4 +106,4 @@ def occupancy_command(
     if CalcFormat(format) is CalcFormat.json:
         typer.echo(json.dumps(summary, indent=2, allow_nan=False))
     else:
-        typer.echo(render_text(summary), nl=False)
+        typer.echo(render_occupancy_text(summary), nl=False)

@@ -74,12 +74,23 @@ class Report:
         named = self.metrics.dropna(subset=["metric"]).drop_duplicates("metric")
         return dict(zip(named["metric"], named["unit"], strict=True))
 
-    def value(self, launch: int, metric: str) -> float:
-        """Return one metric of one launch (NaN when absent)."""
-        wide = self._wide
-        if metric not in wide.columns:
-            return float("nan")
-        return float(wide.at[launch, metric])
+    def body_only_launches(self) -> pd.Series:
+        """Per launch (index ``launch``): whether its metrics come from section bodies only.
+
+        A details page, ncu's plain-text output and a per-kernel summary print each section's
+        body: the raw counters no section shows are absent from them even when the capture
+        holds them. A raw page and a ``.ncu-rep`` list every metric outside any section, so a
+        launch read from one of those too (details + raw of one capture) is not body-only.
+        Where a metric such a launch lacks is: the raw page of the same capture, first.
+        """
+        sectionless = self.metrics.loc[self.metrics["section"].isna(), "launch"].unique()
+        launches = self.launches["launch"]
+        return pd.Series(~launches.isin(sectionless).to_numpy(), index=launches.to_numpy())
+
+    @property
+    def details_only(self) -> bool:
+        """Every launch was read from section bodies only (see :meth:`body_only_launches`)."""
+        return bool(self.body_only_launches().all())
 
     def text(self, launch: int, metric: str) -> str | None:
         """Return a metric's exported text (for string metrics such as the GPU name)."""

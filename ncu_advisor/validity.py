@@ -193,9 +193,7 @@ def check_sections(report: Report, facts: dict, not_evaluated: list[NotEvaluated
                           f"{'y' if len(families) == 1 else 'ies'} ({', '.join(families)}) "
                           f"lack their sections; profile with --set full, or add "
                           f"{'; '.join(parts)}."))
-    # Raw pages and .ncu-rep files list every metric without a section; details pages do not.
-    details_only = not report.metrics["section"].isna().any()
-    if unexported and details_only:
+    if unexported and report.details_only:
         out.append(_entry("missing-metrics", "warning",
                           f"a details-page export prints only the section bodies: the checks "
                           f"of {', '.join(sorted(unexported))} need metrics it leaves out; "

@@ -1,5 +1,6 @@
 """Rule authoring (issue 14): the checker, rule cases, derived requirements, one definition
-per concept (bound, tail) across findings and panels, and the engine's import structure."""
+per concept (bound, tail), and the engine's import structure. That findings and panels agree
+on every capture is checked in ``test_every_capture.py``."""
 
 from __future__ import annotations
 
@@ -11,11 +12,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ncu_advisor import analyze, read_report
 from ncu_advisor.cli import main
 from ncu_advisor.derive.bound import bound_of
 from ncu_advisor.derive.launch_shape import launch_shape, tail_idle_pct
-from ncu_advisor.derive.quantities import DERIVED, DERIVED_INFO, add_derived, known
+from ncu_advisor.derive.quantities import (
+    DERIVED,
+    DERIVED_INFO,
+    QUANTITIES,
+    add_derived,
+    inputs_of,
+    known,
+    time_share_pct,
+)
 from ncu_advisor.rules_engine.cases import run_cases
 from ncu_advisor.rules_engine.loader import builtin_rules_dir, check_rules, load_rule_file
 
@@ -98,8 +106,12 @@ def test_a_missing_metric_is_not_evaluated_but_an_undefined_ratio_is_silent():
 
 
 def test_derived_dependencies_are_the_formula_inputs():
+    earlier = {q.name for q in QUANTITIES}
     for d in DERIVED:
         assert all(known(i) for i in d.inputs), d.name
+        # add_derived computes in definition order: an input defined later would read NaN.
+        assert set(d.inputs) <= earlier, (d.name, set(d.inputs) - earlier)
+        earlier.add(d.name)
         assert DERIVED_INFO[d.name][2] == d.inputs
         # Changing any input changes the result somewhere: no input is declared but unused.
         rng = np.random.default_rng(14)
@@ -110,6 +122,31 @@ def test_derived_dependencies_are_the_formula_inputs():
             moved[i] = rng.uniform(0.0, 150.0, 64)
             out = d.fn(*(moved[n] for n in d.inputs))
             assert not np.allclose(ref.fillna(-1), out.fillna(-1)), (d.name, i)
+
+
+def test_measured_quantities_read_exactly_their_formula_metrics():
+    """A formula source declares the metrics it reads (collect.py gathers them): none unused."""
+    rng = np.random.default_rng(14)
+    for q in QUANTITIES:
+        for source in q.sources:
+            assert len(set(source.metrics)) == len(source.metrics), q.name
+            if source.fn is None:
+                assert len(source.metrics) == 1, q.name
+                continue
+            base = pd.DataFrame({m: rng.uniform(1.0, 150.0, 64) for m in source.metrics})
+            ref = source.compute(base)
+            for metric in source.metrics:
+                moved = base.copy()
+                moved[metric] = rng.uniform(1.0, 150.0, 64)
+                assert not np.allclose(ref, source.compute(moved)), (q.name, metric)
+
+
+def test_time_share_reads_the_duration():
+    assert inputs_of("time_share_pct") == ("duration_ns",)
+    duration = pd.Series([100.0, 300.0, np.nan])
+    assert time_share_pct(duration).fillna(-1).tolist() == [25.0, 75.0, -1.0]
+    # Invocations come from the launch table, not from a quantity.
+    assert time_share_pct(duration, pd.Series([3, 1, 1])).tolist()[:2] == [50.0, 50.0]
 
 
 def test_engine_modules_import_in_one_direction():
@@ -138,31 +175,36 @@ def test_tail_has_one_formula():
         [0.0, 0.0, pytest.approx(25.0), -1.0]
 
 
-CAPTURES = {
-    "demos": [ROOT / "sample_reports" / "demos"],
-    "forms_app": [ROOT / "sample_reports" / "forms" / "forms_app.ncu-rep"],
-    "torch_mlp": [ROOT / "docs/examples/torch_mlp/torch_mlp.raw.csv",
-                  ROOT / "docs/examples/torch_mlp/torch_mlp.details.csv"],
-}
+def test_confidence_steps_are_data_and_cases_check_them(tmp_path, capsys):
+    text = (EXAMPLES / "cache.l2-misses.toml").read_text()
+    assert 'confidence = "medium"' in text
+    (tmp_path / "cache.l2-misses.toml").write_text(text.replace(
+        'confidence = "medium"',
+        'confidence = "medium"\nconfidence_steps = [{ level = "high", when = '
+        '{ q = "l2_hit_pct", lt = 5 } }]'))
+    (tmp_path / "cache.l2-misses.cases.toml").write_text(
+        '[[case]]\nname = "almost no hits"\nexpect = "fires"\nconfidence = "high"\n'
+        'values = { sm_pct = 20, mem_pct = 85, l2_hit_pct = 2 }\n'
+        '[[case]]\nname = "some hits"\nexpect = "fires"\nconfidence = "high"\n'
+        'values = { sm_pct = 20, mem_pct = 85, l2_hit_pct = 15 }\n')
+    assert main(["rules", "--test", str(tmp_path)]) == 2
+    out = capsys.readouterr().out
+    assert "[almost no hits]: ok" in out
+    assert "[some hits]: FAILED: expected confidence high, got medium" in out
 
 
-@pytest.fixture(scope="module", params=sorted(CAPTURES))
-def result(request) -> dict:
-    return analyze(read_report(CAPTURES[request.param])).to_dict()
+def test_fusion_confidence_policy_lives_in_its_rule_file():
+    rule = load_rule_file(builtin_rules_dir() / "fusion.memory-bound-chain.toml")
+    assert rule.confidence == "medium"
+    assert [s.level for s in rule.confidence_steps] == ["high"]
+    assert "chain_in_one_range" in (ENGINE / "functions.py").read_text()
+    assert '"high"' not in (ENGINE / "functions.py").read_text()  # no policy left in code
 
 
-def test_findings_and_panels_agree_on_tail_and_bound(result):
-    tails = bounds = 0
-    for kernel in result["kernels"]:
-        shape = kernel.get("launch_shape") or {}
-        for f in kernel.get("findings", []):
-            if f["rule"] == "launch-config.tail-effect" and shape.get("tail_idle_slots_pct"):
-                tails += 1
-                finding = f["evidence"]["wave_tail_waste_pct"]["value"]
-                # ncu prints waves with 2 decimals; the panel counts blocks exactly.
-                assert finding == pytest.approx(shape["tail_idle_slots_pct"], abs=1.0)
-            if f["rule"] in ("roofline.memory-bound", "roofline.latency-bound"):
-                bounds += 1
-                expected = f["rule"].split(".")[1].split("-")[0]
-                assert kernel["roofline"]["bound"] == expected, (kernel["name"], f["rule"])
-    assert tails + bounds > 0 or not result["kernels"]
+def test_a_data_rule_cannot_read_a_function_value(tmp_path):
+    """A function's own values are for its rule's steps: a data rule naming one is refused."""
+    (tmp_path / "cache.l2-misses.toml").write_text(
+        (EXAMPLES / "cache.l2-misses.toml").read_text().replace(
+            '{ q = "l2_hit_pct", lt = 20 }', '{ q = "chain_in_one_range", eq = 1 }'))
+    _, problems = check_rules([tmp_path], builtin=False)
+    assert any("unknown quantity 'chain_in_one_range'" in p for p in problems), problems

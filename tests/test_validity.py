@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ncu_advisor.analysis import analyze
+from ncu_advisor.analysis import RAW_EXPORT_HINT, analyze
 from ncu_advisor.readers import read_report
 from ncu_advisor.render.html import render_html
 from ncu_advisor.render.text import render_text
@@ -139,3 +139,22 @@ def test_validity_leads_json_text_and_html(live_basic):
     assert text.index("Validity:") < text.index("  ID       time") < text.index("Top findings")
     html = render_html(data)
     assert html.index('id="validity"') < html.index('id="summary"')
+
+
+def test_details_only_has_one_definition():
+    """The raw-export hint and the missing-metrics check agree on what is details-only."""
+    details = FOREIGN / "torch_tf32_on.details.csv.gz"
+    both = [details, FOREIGN / "torch_tf32_on.raw.csv.gz"]
+    alone, merged = read_report(details), read_report(both)
+    assert alone.details_only and alone.body_only_launches().all()
+    # Read beside its raw page, a details launch is not body-only (its form says "details").
+    assert set(merged.launches["form"]) == {"details"}
+    assert not merged.details_only and not merged.body_only_launches().any()
+    for report, hinted in ((alone, True), (merged, False)):
+        result = analyze(report)
+        skipped = [n for n in result.not_evaluated if n.missing]
+        assert skipped, "a rule lacks metrics in both"
+        assert all(n.collect_with.startswith(RAW_EXPORT_HINT) == hinted for n in skipped)
+        (entry,) = [v for v in result.validity if v["check"] == "missing-metrics"]
+        assert (entry["severity"] == "warning") == hinted
+        assert ("details-page export" in entry["message"]) == hinted

@@ -329,7 +329,7 @@ def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = No
     (:func:`ncu_advisor.derive.ncu_evidence.ncu_rule_quantities`); they fill a quantity only
     where no metric gives it. The second result maps a quantity to the launches whose value
     came from a rule message (derived quantities inherit it from their inputs).
-    ``invocations`` (per launch) gives ``time_share_pct``; without it that column is absent.
+    ``invocations`` (per launch; 1 each when not given) weighs ``time_share_pct``.
     """
     out = {}
     from_rule: dict[str, set[int]] = {}
@@ -344,9 +344,7 @@ def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = No
                 from_rule[q.name] = {int(i) for i in wide.index[filled.to_numpy()]}
         out[q.name] = value
     frame = add_derived(pd.DataFrame(out, index=wide.index))
-    if invocations is not None:
-        time = frame["duration_ns"] * invocations.reindex(frame.index).astype("float64")
-        frame["time_share_pct"] = 100.0 * time / np.nansum(time)
+    frame["time_share_pct"] = time_share_pct(frame["duration_ns"], invocations)
     for d in DERIVED:
         inherited = set().union(*(from_rule.get(name, set()) for name in d.inputs))
         if inherited:
@@ -427,8 +425,21 @@ def _bound_is(sm: Series, mem: Series, kind: str) -> Series:
     return (bound == kind).astype("float64").where(bound.notna())
 
 
-# The share of the application's GPU time needs every launch's invocation count: computed by
-# compute_with_provenance when the launch table gives it.
+def time_share_pct(duration_ns: Series, invocations: Series | None = None) -> Series:
+    """Each launch's share of the application's GPU time, in percent: THE time share.
+
+    A launch counts ``duration x invocations`` (a per-kernel summary row stands for all its
+    invocations); the JSON's ``time_share``, the hot-spot rule and reports all read this
+    quantity. Unknown where the duration is.
+    """
+    count = (pd.Series(1.0, index=duration_ns.index) if invocations is None
+             else invocations.reindex(duration_ns.index).astype("float64"))
+    time = duration_ns.astype("float64") * count
+    total = np.nansum(time)
+    return 100.0 * time / total if total > 0 else time * np.nan
+
+
+# Not a Derived: the share needs every launch's time and invocation count, not one row.
 _TIME_SHARE = ("%", "share of the application's GPU time", ("duration_ns",))
 DERIVED_INFO: dict[str, tuple[str, str, tuple[str, ...]]] = {
     **{d.name: (d.unit, d.label, d.inputs) for d in DERIVED}, "time_share_pct": _TIME_SHARE}

@@ -144,8 +144,7 @@ def roofline_for(wide_row: pd.Series, q: pd.Series, gpu: str | None,
         source = f"datasheet table ({gpu})"
     elif table and np.isnan(levels["dram"]["peak_bandwidth"]):
         levels["dram"]["peak_bandwidth"] = table["dram"]
-    total_flops = np.nansum(list(flops.values())) if any(
-        not np.isnan(v) for v in flops.values()) else np.nan
+    total_flops = _get(q, "flops_total")  # the quantity rules read (derive/quantities.py)
     for level in levels.values():
         level["intensity"] = (total_flops / level["bytes"]
                               if level["bytes"] and level["bytes"] > 0 else np.nan)

@@ -7,6 +7,7 @@ outcome the rule must give on a launch with those values::
     name = "memory-bound, L2 misses"
     expect = "fires"            # fires | silent | not-evaluated
     severity = "medium"         # optional, with fires
+    confidence = "high"         # optional, with fires
     values = { mem_pct = 85, sm_pct = 20, l2_hit_pct = 12 }
 
 Derived quantities (``memory_bound``, ``arith_intensity_dram`` ...) are computed from the
@@ -25,6 +26,7 @@ import pandas as pd
 
 from ..derive.quantities import add_derived, quantity_names
 from .engine import evaluate
+from .findings import CONFIDENCE_STEPS, Finding
 from .loader import CASES_SUFFIX, check_rules
 from .schema import SEVERITIES, Rule, did_you_mean
 
@@ -47,13 +49,19 @@ class CaseResult:
 
 def outcome(rule: Rule, values: dict[str, float]) -> tuple[str, str | None]:
     """What ``rule`` says on one launch with these quantity values: outcome and severity."""
+    got, finding = judge(rule, values)
+    return got, finding.severity if finding is not None else None
+
+
+def judge(rule: Rule, values: dict[str, float]) -> tuple[str, Finding | None]:
+    """What ``rule`` says on one launch with these quantity values, and its finding."""
     frame = add_derived(pd.DataFrame([{n: float(v) for n, v in values.items()}], index=[0]))
     duration = float(values.get("duration_ns", np.nan))
     launches = pd.DataFrame({"launch": [0], "duration_ns": [duration], "invocations": [1],
                              "short_name": ["case"], "id": [0]})
     findings, skipped = evaluate([rule], frame, launches)
     if findings:
-        return "fires", findings[0].severity
+        return "fires", findings[0]
     return ("not-evaluated" if skipped else "silent"), None
 
 
@@ -67,6 +75,9 @@ def _check_case(case: dict) -> list[str]:
         problems.append(f"expect = {case.get('expect')!r}: use one of {', '.join(OUTCOMES)}")
     if "severity" in case and case["severity"] not in SEVERITIES:
         problems.append(f"severity = {case['severity']!r}: use one of {', '.join(SEVERITIES)}")
+    if "confidence" in case and case["confidence"] not in CONFIDENCE_STEPS:
+        problems.append(f"confidence = {case['confidence']!r}: use one of "
+                        f"{', '.join(CONFIDENCE_STEPS)}")
     return problems
 
 
@@ -85,12 +96,16 @@ def run_case_file(path: Path, rule: Rule) -> list[CaseResult]:
         if problems:
             results.append(CaseResult(path, rule.id, name, "; ".join(problems)))
             continue
-        got, severity = outcome(rule, case.get("values", {}))
+        got, finding = judge(rule, case.get("values", {}))
         problem = None
         if got != case["expect"]:
             problem = f"expected {case['expect']}, got {got}"
-        elif "severity" in case and severity != case["severity"]:
-            problem = f"expected severity {case['severity']}, got {severity}"
+        else:
+            for key in ("severity", "confidence"):
+                value = getattr(finding, key, None)
+                if key in case and value != case[key]:
+                    problem = f"expected {key} {case[key]}, got {value}"
+                    break
         results.append(CaseResult(path, rule.id, name, problem))
     return results
 

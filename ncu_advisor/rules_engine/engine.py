@@ -20,6 +20,7 @@ from .findings import (
     NotEvaluated,
     cap_severity,
     collect_with,
+    confidence_of,
     evidence_of,
     fill_template,
     lower_confidence,
@@ -137,8 +138,9 @@ def evaluate(rules: list[Rule], quantities: pd.DataFrame, launches: pd.DataFrame
             values = values.to_dict()
             source = provenance.source(rule, launch) if provenance is not None else "metrics"
             # ncu's messages round their numbers and state only what crossed its thresholds.
-            confidence = (lower_confidence(rule.confidence) if source == "ncu-rule"
-                          else rule.confidence)
+            confidence = confidence_of(rule, values)
+            if source == "ncu-rule":
+                confidence = lower_confidence(confidence)
             findings.append(make_finding(
                 rule, values, severity=level, confidence=confidence, launch=launch,
                 speedup_pct=estimate_pct(rule, values),

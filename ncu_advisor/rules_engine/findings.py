@@ -193,6 +193,12 @@ def severity_of(rule: Rule, values: Mapping[str, float]) -> str:
     return next(s.level for s in rule.severity if s.when is None or holds(s.when, values))
 
 
+def confidence_of(rule: Rule, values: Mapping[str, float]) -> str:
+    """The first confidence step of the rule file that holds for ``values``, else its own."""
+    return next((s.level for s in rule.confidence_steps if holds(s.when, values)),
+                rule.confidence)
+
+
 def not_evaluated(rule: Rule, launch: int | None, missing_quantities: list[str]) -> NotEvaluated:
     """Say which metrics a rule lacked (on one launch, or the application) and how to get them."""
     metrics = list(dict.fromkeys(m for q in missing_quantities for m in metrics_of(q)))
@@ -208,16 +214,16 @@ def make_finding(rule: Rule, values: Mapping[str, float], *, severity: str | Non
                  evidence_source: str = "metrics") -> Finding:
     """Build a finding of ``rule`` from the values its texts, severity and evidence read.
 
-    Severity comes from the rule file's steps and confidence from its ``confidence`` unless
-    given; the saving is ``speedup_pct`` of ``duration_ns``. ``evidence`` comes before the
-    rule's own evidence quantities.
+    Severity and confidence come from the rule file's steps unless given; the saving is
+    ``speedup_pct`` of ``duration_ns``. ``evidence`` comes before the rule's own evidence
+    quantities.
     """
     saving = (speedup_pct / 100.0 * duration_ns
               if speedup_pct is not None and not np.isnan(duration_ns) else None)
     return Finding(
         rule=rule.id, category=rule.category,
         severity=severity if severity is not None else severity_of(rule, values),
-        confidence=confidence if confidence is not None else rule.confidence,
+        confidence=confidence if confidence is not None else confidence_of(rule, values),
         evidence_source=evidence_source,
         title=title_prefix + fill_template(rule.title, values) + title_suffix,
         evidence={**(evidence or {}), **evidence_of(rule.evidence, values)},

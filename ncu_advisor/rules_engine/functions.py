@@ -11,7 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from .findings import Finding, NotEvaluated, cap_severity, make_finding, not_evaluated
+from .findings import Finding, NotEvaluated, make_finding, not_evaluated
 from .schema import Rule
 
 RuleResult = tuple[list[Finding], list[NotEvaluated]]
@@ -137,21 +137,21 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
     findings = []
     by_launch = launches.set_index("launch")  # once: per chain member it was quadratic
     for chain in chains:
+        # The rule file's confidence and severity steps read it: matching traffic alone
+        # cannot prove one kernel consumes the other's output, a shared NVTX range can.
         in_one_range = all(_same_region(rows[chain[0]], rows[c]) for c in chain[1:])
-        # Matching traffic alone cannot prove one kernel consumes the other's output (two
-        # variants of one step look the same): without a shared NVTX range, medium at most.
-        confidence = "high" if in_one_range else "medium"
         sub = q.loc[chain]
         total = float(sum(reads[c] + writes[c] for c in chain))
         ideal = float(reads[chain[0]] + writes[chain[-1]])
         duration = float(by_launch.loc[chain, "duration_ns"].sum())
         pct = max(0.0, 1.0 - ideal / total) * 100.0 if total > 0 else None
         values = {"chain_length": float(len(chain)), "saving_pct": pct or 0.0,
-                  "traffic_ratio": total / ideal if ideal else np.nan}
+                  "traffic_ratio": total / ideal if ideal else np.nan,
+                  "chain_in_one_range": float(in_one_range)}
         names = by_launch.loc[chain, "short_name"].tolist()
         first = {**sub.iloc[0].to_dict(), **values}  # severity steps read the first kernel
-        finding = make_finding(
-            rule, first, confidence=confidence, speedup_pct=pct, duration_ns=duration,
+        findings.append(make_finding(
+            rule, first, speedup_pct=pct, duration_ns=duration,
             title_suffix=": " + " -> ".join(names),
             evidence={"dram_bytes_chain": {"value": total, "unit": "byte",
                                            "label": "DRAM bytes moved by the chain"},
@@ -160,10 +160,7 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
                                                     "writes)"}},
             kernel_ids=[int(i) for i in by_launch.loc[chain, "id"]
                         if not pd.isna(i)],
-            launch_ids=[int(c) for c in chain])
-        # Severity follows confidence: a chain we are less sure of cannot rank above it.
-        finding.severity = cap_severity(finding.severity, confidence)
-        findings.append(finding)
+            launch_ids=[int(c) for c in chain]))
     unjudged = [c for c, ok in judgeable.items() if not ok and streams_memory.get(c, False)]
     if unjudged:  # say so instead of staying silent about them
         return findings, [not_evaluated(rule, None, ["dram_read_bytes", "dram_write_bytes"])]
@@ -229,16 +226,15 @@ def multi_pass(rule: Rule, quantities: pd.DataFrame,
 def hot_spots(rule: Rule, quantities: pd.DataFrame,
               launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
     """Name the kernels (grouped by name) that take at least 20% of the GPU time."""
-    time = launches["duration_ns"] * launches["invocations"]
-    total = float(np.nansum(time))
-    if not total or launches["short_name"].nunique() < 2:
+    if launches["short_name"].nunique() < 2:
         return [], []
-    by_name = launches.assign(time=time).groupby("short_name", sort=False).agg(
-        time=("time", "sum"), ids=("id", list), launch_ids=("launch", list),
+    share_of = quantities["time_share_pct"].reindex(launches["launch"]).to_numpy()
+    by_name = launches.assign(share=share_of).groupby("short_name", sort=False).agg(
+        share=("share", "sum"), ids=("id", list), launch_ids=("launch", list),
         count=("launch", "size"))
     findings = []
-    for name, row in by_name.sort_values("time", ascending=False).iterrows():
-        share = 100.0 * row["time"] / total
+    for name, row in by_name.sort_values("share", ascending=False).iterrows():
+        share = float(row["share"])
         if share < 20.0:
             break
         values = {"time_share_pct": share, "launch_count": float(row["count"])}
@@ -255,7 +251,8 @@ def hot_spots(rule: Rule, quantities: pd.DataFrame,
 
 # The values each function gives a rule's title and texts besides the quantities.
 FUNCTION_VALUES: dict[str, set[str]] = {
-    "fusion_chain": {"chain_length", "saving_pct", "traffic_ratio"},
+    # chain_in_one_range: 1 when every kernel of the chain runs inside one NVTX range.
+    "fusion_chain": {"chain_length", "saving_pct", "traffic_ratio", "chain_in_one_range"},
     "multi_pass": {"passes", "saving_pct", "read_multiple"},
     "hot_spots": {"time_share_pct", "launch_count"},
 }

@@ -57,11 +57,14 @@ def check_rule_file(path: Path) -> tuple[Rule | None, list[str]]:
         return None, [f"invalid TOML ({exc})"]
     problems: list[str] = []
     rule = None
+    function = data.get("function")
+    # A function rule's severity and confidence steps may read the values it computes.
+    context = {"function_values": FUNCTION_VALUES.get(function, set())
+               if isinstance(function, str) else set()}
     try:
-        rule = Rule.model_validate(data)
+        rule = Rule.model_validate(data, context=context)
     except ValidationError as exc:
         problems += [_field_error(e) for e in exc.errors() if e["loc"]]
-    function = data.get("function")
     problems += cross_checks(data, FUNCTION_VALUES.get(function, set()) if function else None)
     if isinstance(data.get("id"), str) and path.stem != data["id"]:
         problems.append(f"field id: {data['id']!r} must match the file name "

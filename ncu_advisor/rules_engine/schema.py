@@ -18,6 +18,7 @@ from pydantic import (
     Discriminator,
     Field,
     Tag,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -41,8 +42,14 @@ def did_you_mean(name: str, choices) -> str:
     return " (did you mean " + " or ".join(repr(c) for c in close) + "?)"
 
 
-def _check_quantity(name: str) -> str:
-    if not known(name):
+def _function_values(info: ValidationInfo | None) -> set[str]:
+    """Names a function rule's conditions may use besides quantities (the loader's context)."""
+    context = info.context if info is not None else None
+    return set(context.get("function_values", ())) if isinstance(context, dict) else set()
+
+
+def _check_quantity(name: str, info: ValidationInfo | None = None) -> str:
+    if not known(name) and name not in _function_values(info):
         raise ValueError(f"unknown quantity {name!r}{did_you_mean(name, quantity_names())}; "
                          "`ncu-advise rules --quantities` lists them")
     return name
@@ -73,7 +80,7 @@ class Comparison(_Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _known_keys(cls, data):
+    def _known_keys(cls, data, info: ValidationInfo):
         if not isinstance(data, dict):
             return data
         problems = []  # every mistake of this comparison in one message
@@ -88,7 +95,7 @@ class Comparison(_Strict):
             problems.append("a comparison needs q = \"QUANTITY\"")
         for key in ("q", *_OPS):
             name = data.get(key)
-            if isinstance(name, str) and not known(name):
+            if isinstance(name, str) and not known(name) and name not in _function_values(info):
                 problems.append(f"unknown quantity {name!r}"
                                 f"{did_you_mean(name, quantity_names())}; "
                                 "`ncu-advise rules --quantities` lists them")
@@ -98,17 +105,17 @@ class Comparison(_Strict):
 
     @field_validator("q")
     @classmethod
-    def _known(cls, v: str) -> str:
-        return _check_quantity(v)
+    def _known(cls, v: str, info: ValidationInfo) -> str:
+        return _check_quantity(v, info)
 
     @model_validator(mode="after")
-    def _one_op(self) -> Comparison:
+    def _one_op(self, info: ValidationInfo) -> Comparison:
         ops = [op for op in _OPS if getattr(self, op) is not None]
         if len(ops) != 1:
             raise ValueError(f"a comparison needs exactly one of {', '.join(_OPS)}")
         rhs = getattr(self, ops[0])
         if isinstance(rhs, str):
-            _check_quantity(rhs)
+            _check_quantity(rhs, info)
         return self
 
     @property
@@ -203,6 +210,13 @@ class SeverityStep(_Strict):
     when: Condition | None = None
 
 
+class ConfidenceStep(_Strict):
+    """The first step whose condition holds gives the confidence; else the rule's own."""
+
+    level: Literal["high", "medium", "low"]
+    when: Condition
+
+
 class Estimate(_Strict):
     """How much of the kernel's time fixing the finding could save, in percent.
 
@@ -247,6 +261,8 @@ class Rule(_Strict):
     # kernel: a condition judged on each launch; application: a function over all launches.
     scope: Literal["kernel", "application"] = "kernel"
     confidence: Literal["high", "medium", "low"]
+    # Where some findings are surer than others (a fusion chain inside one NVTX range).
+    confidence_steps: list[ConfidenceStep] = Field(default_factory=list)
     # Quantities needed beyond those the condition itself needs (see ``needs``); rarely set.
     requires: list[str] = Field(default_factory=list)
     when: Condition | None = None
@@ -298,12 +314,12 @@ class Rule(_Strict):
         names = set(self.requires)
         if self.when is not None:
             names |= self.when.quantities()
-        for step in self.severity:
+        for step in [*self.severity, *self.confidence_steps]:
             if step.when is not None:
                 names |= step.when.quantities()
         if self.estimate:
             names |= {n for n in (self.estimate.quantity, self.estimate.scale) if n}
-        return names
+        return {n for n in names if known(n)}  # not a function rule's own values
 
 
 def cross_checks(data: dict, function_values: set[str] | None = None) -> list[str]:
