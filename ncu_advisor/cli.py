@@ -15,6 +15,7 @@ import re
 import shutil
 import sys
 import textwrap
+import time
 import warnings
 from enum import StrEnum
 from pathlib import Path
@@ -311,21 +312,39 @@ def rules_cmd(
     typer.echo(f"\n{len(loaded)} rules; `ncu-advise rules ID` shows one in full.")
 
 
-def _read_profiled(result):
+def _load_analysis(rules: list[Path] | None, loaded: dict[str, object]) -> None:
+    """Import the analysis and renderers and load the rules (run in a thread during ncu)."""
+    try:
+        from .analysis import analyze  # noqa: F401 - imported for its start-up cost
+        from .render.html import render_html  # noqa: F401
+        from .render.text import render_text  # noqa: F401
+        from .rules_engine.loader import load_rules
+
+        loaded["rules"] = load_rules(rules)
+    except NcuAdviseError as exc:
+        loaded["error"] = exc
+
+
+def _read_profiled(result, metrics=None):
     """Read what a profiling run produced: its CSV pages, else the .ncu-rep itself.
 
-    A .ncu-rep this ncu-report wheel cannot read (a newer format) is exported as CSV instead.
+    A .ncu-rep the installed ``ncu_report`` module cannot read (a newer format, or a module
+    that crashes on it: the reader runs in a child process) is exported as CSV instead.
     """
     from .profile import export_csvs
     from .readers import read_report
 
     try:
-        return read_report(result.report_files)
-    except NcuAdviseError:
+        return read_report(result.report_files, metrics=metrics)
+    except NcuAdviseError as exc:
         if result.raw_csv is not None or result.ncu is None:
             raise
+        why = str(exc)
+    started = time.monotonic()
     result.raw_csv, result.details_csv = export_csvs(result.ncu, result.rep_path)
-    return read_report(result.report_files)
+    result.timings["export"] = time.monotonic() - started
+    result.warnings.append(f"read the CSV export: the .ncu-rep reader failed ({why})")
+    return read_report(result.report_files, metrics=metrics)
 
 
 @app.command(
@@ -353,15 +372,21 @@ def profile_cmd(
         "--csv", help="Also export the raw and details pages as CSV (done anyway when the "
         ".ncu-rep cannot be read here).")] = False,
     rules: Annotated[list[Path] | None, typer.Option("--rules", help="Extra rule folder.")] = None,
+    include_metrics: Annotated[bool | None, typer.Option(
+        "--include-metrics/--no-metrics", help="Add every collected metric of every kernel "
+        "(JSON, HTML appendix). Default: on for up to 20 launches; the .ncu-rep has them all.",
+        show_default=False)] = None,
 ) -> None:
     """Profile a program with ncu and write report.html + report.json."""
-    import time
+    import threading
 
-    from .analysis import analyze as run_analysis
     from .profile import run_profile
-    from .render.html import render_html
-    from .render.text import render_text
 
+    # The analysis, its rules and the renderers load while the program runs under ncu, so
+    # that their start-up is not added to the run (a bad rule file still fails: below).
+    loaded: dict[str, object] = {}
+    warm_up = threading.Thread(target=_load_analysis, args=(rules, loaded), daemon=True)
+    warm_up.start()
     args = list(ctx.args)
     extra: list[str] = []
     if "--" in args:
@@ -376,15 +401,30 @@ def profile_cmd(
                          extra=tuple(extra), export_csv=True if csv else None)
     timings = dict(result.timings)
     started = time.monotonic()
-    report = _read_profiled(result)
+    warm_up.join()
+    if "error" in loaded:
+        raise loaded["error"]
+    from .analysis import analyze as run_analysis
+    from .metric_use import analysis_metrics
+    from .render.html import render_html
+    from .render.text import render_text
+
+    timings["load"] = time.monotonic() - started  # what of the loading ncu's run did not hide
+    started = time.monotonic()
+    include = include_metrics if include_metrics is not None else (
+        result.kernels_profiled <= HTML_METRICS_LIMIT)
+    report = _read_profiled(result, metrics=None if include else analysis_metrics())
     report.warnings[:0] = list(result.warnings)
     report.session["ncu_messages"] = list(result.log)  # its notes feed the validity lint
     timings["read"] = time.monotonic() - started
+    if "export" in result.timings and "export" not in timings:  # the .ncu-rep reader failed
+        timings["export"] = result.timings["export"]
+        timings["read"] -= timings["export"]
     started = time.monotonic()
-    analysis = run_analysis(report, rules_dirs=rules, command=[program, *args])
+    analysis = run_analysis(report, rules=loaded["rules"], command=[program, *args])
     analysis.extra_session.update(result.session_facts())
     analysis.extra_session["program_exit_code"] = result.program_exit_code
-    data = analysis.to_dict(include_metrics=True)
+    data = analysis.to_dict(include_metrics=include)
     timings["analyze"] = time.monotonic() - started
     started = time.monotonic()
     html = render_html(data)

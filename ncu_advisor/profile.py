@@ -261,6 +261,13 @@ def ncu_version(ncu: str | os.PathLike[str]) -> str:
     return match.group(1) if match else "unknown"
 
 
+def _ask_version(ncu: Path, answer: dict[str, object]) -> None:
+    try:
+        answer["version"] = ncu_version(ncu)
+    except NcuNotFoundError as exc:
+        answer["error"] = exc
+
+
 def version_warnings(version: str) -> list[str]:
     """Return one-line warnings about an ncu version (empty when it is recent enough)."""
     if version == "unknown":
@@ -293,12 +300,18 @@ def _has_option(args: Sequence[str], *names: str) -> bool:
 
 
 def can_read_ncu_rep() -> bool:
-    """Whether NVIDIA's ``ncu-report`` wheel is installed, so a ``.ncu-rep`` is read directly.
+    """Whether a ``.ncu-rep`` can be read here directly, so no CSV export is needed.
 
-    The copy inside an Nsight Compute install is not used here: ncu 2025.3's crashed the Python
-    process on the H200 machine, and a crash would lose the profiling run.
+    True with NVIDIA's ``ncu-report`` wheel or the ``ncu_report`` module an Nsight Compute
+    install ships (``extras/python``). The reader runs in a child process, so a module that
+    crashes on a report costs the CSV export it would have saved, never the profiling run
+    (``cli._read_profiled`` falls back to it).
     """
-    return importlib.util.find_spec("ncu_report") is not None
+    if importlib.util.find_spec("ncu_report") is not None:
+        return True
+    from .readers.ncu_rep_child import ncu_report_folders  # loads the readers: after ncu ran
+
+    return bool(ncu_report_folders())
 
 
 def collection_args(
@@ -908,13 +921,15 @@ def run_profile(
 
     """
     ncu_path = Path(ncu) if ncu is not None else find_ncu()
-    version = ncu_version(ncu_path)
-    warnings = version_warnings(version)
+    # `ncu --version` starts ncu once more (a noticeable share of a short run): it runs beside
+    # the profiling run, and its answer is needed only afterwards.
+    asked: dict[str, object] = {}
+    version_query = threading.Thread(target=_ask_version, args=(ncu_path, asked), daemon=True)
+    version_query.start()
+    warnings: list[str] = []
     program_arg = _resolve_program(str(program))
     args = [str(a) for a in args]
     extra = [str(e) for e in extra]
-    if export_csv is None:
-        export_csv = not can_read_ncu_rep()
 
     out = Path(out_dir)
     try:
@@ -938,6 +953,11 @@ def run_profile(
     started = time.monotonic()
     returncode, output, interrupted = _run_ncu(cmd, log_path, _Display(progress, launch_count))
     timings = {"ncu": time.monotonic() - started}
+    version_query.join()
+    if "error" in asked:
+        raise asked["error"]  # ncu cannot run at all: say so rather than "no report"
+    version = str(asked["version"])
+    warnings[:0] = version_warnings(version)
 
     if output.permission_denied:
         raise ProfilingError(_PERM_MESSAGE)
@@ -961,6 +981,8 @@ def run_profile(
 
     raw_csv = details_csv = None
     kernels = len(output.passes) or len(output.kernels)
+    if export_csv is None:
+        export_csv = not can_read_ncu_rep()
     if export_csv:
         started = time.monotonic()
         raw_csv, details_csv = export_csvs(ncu_path, rep)

@@ -33,22 +33,29 @@ FACT_METRICS = (
 )
 
 
+def ncu_report_folders() -> list[str]:
+    """Folders holding an Nsight Compute install's ``ncu_report.py``, preferred first.
+
+    ``NCU_REPORT_PATH``, then the usual install places.
+    """
+    candidates = [os.environ.get("NCU_REPORT_PATH", "")]
+    candidates += sorted(glob.glob("/opt/nvidia/nsight-compute/*/extras/python"), reverse=True)
+    candidates += sorted(glob.glob("/usr/local/cuda*/nsight-compute*/extras/python"), reverse=True)
+    return [c for c in dict.fromkeys(filter(None, candidates)) if Path(c, "ncu_report.py").exists()]
+
+
 def import_ncu_report():
     """Import ``ncu_report`` from the wheel or an Nsight Compute install (None if absent)."""
     try:
         return importlib.import_module("ncu_report")
     except ImportError:
         pass
-    candidates = [os.environ.get("NCU_REPORT_PATH", "")]
-    candidates += sorted(glob.glob("/opt/nvidia/nsight-compute/*/extras/python"), reverse=True)
-    candidates += sorted(glob.glob("/usr/local/cuda*/nsight-compute*/extras/python"), reverse=True)
-    for folder in filter(None, candidates):
-        if Path(folder, "ncu_report.py").exists():
-            sys.path.insert(0, folder)
-            try:
-                return importlib.import_module("ncu_report")
-            except ImportError:
-                sys.path.remove(folder)
+    for folder in ncu_report_folders():
+        sys.path.insert(0, folder)
+        try:
+            return importlib.import_module("ncu_report")
+        except ImportError:
+            sys.path.remove(folder)
     return None
 
 
