@@ -215,6 +215,10 @@ def roofline_axes(xs: list[float], ys: list[float], compute: Mapping[str, float]
         ax.spines[side].set_visible(False)
     ax.xaxis.set_major_locator(LogLocator(base=10))
     ax.yaxis.set_major_locator(LogLocator(base=10))
+    # Minor ticks at 2 and 5 of each decade (1-2-5): every tick is a matplotlib object, and
+    # the eight per decade took 60% of the chart's time.
+    ax.xaxis.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0)))
+    ax.yaxis.set_minor_locator(LogLocator(base=10, subs=(2.0, 5.0)))
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.xaxis.set_major_formatter(FuncFormatter(_intensity_tick))
