@@ -369,8 +369,8 @@ def profile_cmd(
         "--launch-count", "-c", help="Profile at most this many launches (ncu -c).")] = None,
     nvtx: Annotated[bool, typer.Option("--nvtx", help="Record NVTX ranges.")] = False,
     csv: Annotated[bool, typer.Option(
-        "--csv", help="Also export the raw and details pages as CSV (done anyway when the "
-        ".ncu-rep cannot be read here).")] = False,
+        "--csv/--no-csv", help="Read the report through its CSV export (the default: faster) "
+        "or, with --no-csv, read the .ncu-rep directly through NVIDIA's ncu_report.")] = True,
     rules: Annotated[list[Path] | None, typer.Option("--rules", help="Extra rule folder.")] = None,
     include_metrics: Annotated[bool | None, typer.Option(
         "--include-metrics/--no-metrics", help="Add every collected metric of every kernel "
@@ -398,7 +398,7 @@ def profile_cmd(
         raise OutputError(f"{output}: cannot create folder ({exc.strerror or exc})") from None
     result = run_profile(program, args, out_dir=output, section_set=section_set,
                          kernel_name=kernel_name, launch_count=launch_count, nvtx=nvtx,
-                         extra=tuple(extra), export_csv=True if csv else None)
+                         extra=tuple(extra), export_csv=csv)
     timings = dict(result.timings)
     started = time.monotonic()
     warm_up.join()

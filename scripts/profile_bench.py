@@ -323,7 +323,7 @@ def overhead(b: Bench, ncu: str, variant: dict, repeats: int = 2) -> None:
     env = dict(os.environ, PYTHONPATH=f"{REPO}:{os.environ.get('PYTHONPATH', '')}")
     runs = []
     b.summary["overhead"] = {"program": "torch_ops", "runs": runs}
-    modes = ["wrapper"] + (["wrapper-csv"] if can_read_ncu_rep() else [])
+    modes = ["wrapper"] + (["wrapper-rep"] if can_read_ncu_rep() else [])
     for i in range(repeats):
         for kind in (["bare", *modes] if i % 2 == 0 else [*modes, "bare"]):
             if b.left() < 20 or (i > 0 and b.left() < 100):
@@ -340,8 +340,8 @@ def overhead(b: Bench, ncu: str, variant: dict, repeats: int = 2) -> None:
                 out.mkdir(parents=True, exist_ok=True)
             else:
                 cmd = [PY, "-m", "ncu_advisor.cli", "-o", str(out)]
-                if kind == "wrapper-csv":
-                    cmd.append("--csv")
+                if kind == "wrapper-rep":
+                    cmd.append("--no-csv")
                 cmd += ["--", *prog, "--", *extra]
             result = run(cmd, b.work / "logs" / f"overhead.{kind}{i}.log",
                          max(b.left(), 20), env=env, cwd=REPO)

@@ -73,3 +73,8 @@ def ncu_calls(tmp_path: Path) -> list[list[str]]:
     """The argument lists the fake ncu was called with, in order."""
     lines = (tmp_path / "ncu_calls.jsonl").read_text().splitlines()
     return [json.loads(line) for line in lines]
+
+
+def ncu_profile_call(tmp_path: Path) -> list[str]:
+    """The fake ncu's profiling call (``ncu --version`` runs beside it, in either order)."""
+    return next(c for c in ncu_calls(tmp_path) if "--version" not in c and "--import" not in c)

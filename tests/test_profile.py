@@ -278,7 +278,7 @@ def test_filters_reach_ncu(tmp_path):
     cut = result.command.index("-k")
     assert ["-k", "saxpy", "-c", "2", "--nvtx"] == result.command[cut:cut + 5]
     # ncu refuses --nvtx on import; the NVTX columns come without it.
-    assert all("--nvtx" not in call for call in ncu_calls(tmp_path)[2:])
+    assert all("--nvtx" not in call for call in ncu_calls(tmp_path) if "--import" in call)
 
 
 def test_export_failure_is_one_line(tmp_path):
@@ -374,7 +374,8 @@ def test_live_progress_on_a_terminal(monkeypatch, tmp_path, capfd):
     # progress dots arrive before their line ends.
     monkeypatch.setenv("FORCE_COLOR", "1")
     monkeypatch.setenv("FAKE_NCU_DELAY", "0.01")
-    result = run_profile(PY, ["-c", "print('app line')"], out_dir=tmp_path, launch_count=3)
+    result = run_profile(PY, ["-c", "print('app line')"], out_dir=tmp_path, launch_count=3,
+                         export_csv=False)  # the fake export is a fixed 9-launch capture
     assert result.kernels_profiled == 3 and result.passes == [38, 38, 38]
     captured = capfd.readouterr()
     assert "app line" in captured.out
