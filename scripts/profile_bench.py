@@ -324,6 +324,8 @@ def overhead(b: Bench, ncu: str, variant: dict, repeats: int = 2) -> None:
     runs = []
     b.summary["overhead"] = {"program": "torch_ops", "runs": runs}
     modes = ["wrapper"] + (["wrapper-rep"] if can_read_ncu_rep() else [])
+    if os.environ.get("OVERHEAD_MODES"):  # OVERHEAD_MODES=wrapper: more repeats, less time
+        modes = os.environ["OVERHEAD_MODES"].split(",")
     for i in range(repeats):
         for kind in (["bare", *modes] if i % 2 == 0 else [*modes, "bare"]):
             if b.left() < 20 or (i > 0 and b.left() < 100):
@@ -550,7 +552,7 @@ def main() -> int:
             table(b, args.ncu, variant)
             b.pack()
         if stage("overhead") and variant:
-            overhead(b, args.ncu, variant)
+            overhead(b, args.ncu, variant, repeats=int(os.environ.get("OVERHEAD_REPEATS", "2")))
             b.pack()
         if stage("checks"):
             checks(b)
