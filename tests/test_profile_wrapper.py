@@ -329,3 +329,14 @@ def test_dash_dash_after_an_explicit_program_goes_to_ncu(tmp_path, monkeypatch, 
     assert "app got: x" in captured.out
     call = ncu_profile_call(tmp_path)
     assert call[call.index("--cache-control") + 1] == "none" and call[-2:] == ["./app", "x"]
+
+
+def test_the_command_line_starts_without_pandas():
+    """`ncu-advise ./app` starts ncu first: importing the CLI loads no analysis stack."""
+    import subprocess
+
+    code = ("import sys, ncu_advisor.cli, ncu_advisor.profile; "
+            "print(sorted(m for m in ('pandas', 'numpy', 'pyarrow', 'matplotlib', 'jinja2') "
+            "if m in sys.modules))")
+    out = subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
