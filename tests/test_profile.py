@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import FAKE_NCU, ncu_calls, use_fake_ncu
 
-from ncu_advisor import collect, profile
+from ncu_advisor import collect, ncu_install, ncu_session, profile
 from ncu_advisor.errors import NcuAdviseError, NcuNotFoundError, ProfilingError
 from ncu_advisor.profile import (
     ProfileResult,
@@ -149,14 +149,14 @@ def test_find_ncu_then_install_folders_newest_first(monkeypatch, tmp_path):
         make_exe(tmp_path / f"cuda-{version}" / "bin" / "ncu")
     make_exe(tmp_path / "cuda" / "bin" / "ncu")
     (tmp_path / "cuda-13.1" / "bin").mkdir(parents=True)  # a folder without ncu is skipped
-    monkeypatch.setattr(profile, "INSTALL_GLOBS", (str(tmp_path / "cuda*" / "bin" / "ncu"),))
+    monkeypatch.setattr(ncu_install, "INSTALL_GLOBS", (str(tmp_path / "cuda*" / "bin" / "ncu"),))
     assert find_ncu() == tmp_path / "cuda-13.0" / "bin" / "ncu"
 
 
 def test_find_ncu_not_found_says_where_and_how(monkeypatch, tmp_path):
     monkeypatch.delenv("NCU")
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(profile, "INSTALL_GLOBS", (str(tmp_path / "cuda*/bin/ncu"),))
+    monkeypatch.setattr(ncu_install, "INSTALL_GLOBS", (str(tmp_path / "cuda*/bin/ncu"),))
     with pytest.raises(NcuNotFoundError) as exc:
         find_ncu()
     message = one_line(exc)
@@ -392,7 +392,7 @@ def test_no_progress_when_not_a_terminal(tmp_path, capfd):
 
 
 def test_output_parser():
-    out = profile._NcuOutput()
+    out = ncu_session._NcuOutput()
     assert out.add("some program output") is None
     kind, match = out.add('==PROF== Profiling "softmax_warp_forward" - 3 (4/12): 0%....50%....'
                           '100% - 38 passes')
@@ -420,15 +420,15 @@ def test_output_parser():
     ('Profiling "saxpy" (1/2): 0%....', None, "2"),
 ])
 def test_profiling_line_forms(line, launch, total):
-    match = profile._PROFILING.match(line)
+    match = ncu_session._PROFILING.match(line)
     assert match and (match["id"], match["total"]) == (launch, total)
 
 
 def test_embedded_messages_are_split():
     line = '==PROF== Profiling "k" - 0: 0%....==ERROR== Failed to profile "k" in process 12'
-    assert profile._split_ncu_messages(line) == [
+    assert ncu_session._split_ncu_messages(line) == [
         '==PROF== Profiling "k" - 0: 0%....', '==ERROR== Failed to profile "k" in process 12']
-    assert profile._split_ncu_messages("plain") == ["plain"]
+    assert ncu_session._split_ncu_messages("plain") == ["plain"]
 
 
 def _split(argv: list[str]) -> tuple[str, list[str]]:

@@ -18,7 +18,8 @@ from conftest import ncu_profile_call, use_fake_ncu
 from ncu_advisor import collect
 from ncu_advisor.cli import main, route
 from ncu_advisor.derive.quantities import BY_NAME, QUANTITIES, inputs_of, known, metrics_of
-from ncu_advisor.profile import _Display, _NcuOutput, build_ncu_command, run_profile
+from ncu_advisor.ncu_session import _Display, _NcuOutput
+from ncu_advisor.profile import build_ncu_command, run_profile
 from ncu_advisor.rules_engine.loader import load_rules
 
 ROOT = Path(__file__).resolve().parent.parent
