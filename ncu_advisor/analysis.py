@@ -6,19 +6,19 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from . import __version__
+from . import __version__, json_text
 from .derive.ncu_evidence import ncu_rule_categories, ncu_rule_quantities
 from .derive.origin import origin_table
 from .derive.quantities import compute_with_provenance, label_of, unit_of
-from .derive.roofline import Roofline, roofline_for
+from .derive.roofline import ROOFLINE_METRICS, ROOFLINE_QUANTITIES, Roofline, roofline_for
 from .derive.source_lines import attribute
 from .regions import Region, summarize_regions
 from .report import Report
@@ -46,6 +46,9 @@ _OCC_LIMITS = {
     "warps": "launch__occupancy_limit_warps",
     "blocks": "launch__occupancy_limit_blocks",
 }
+# The quantities occupancy_summary reads.
+_OCC_QUANTITIES = ("theoretical_occupancy_pct", "achieved_occupancy_pct", "registers_per_thread",
+                   "shared_mem_per_block", "block_size", "waves_per_sm")
 
 
 def _num(value) -> float | None:
@@ -150,13 +153,16 @@ class Analysis:
             out.append(g)
         return rank_groups(out)
 
-    def _origin_of(self, launch: int) -> dict:
-        """The kernel's origin fields for the JSON (``origin``, ``origin_label``, ``role``)."""
-        if self.origins is None or launch not in self.origins.index:
-            return {"origin": None, "origin_label": None, "role": None}
-        row = self.origins.loc[launch]
-        return {"origin": row["origin"], "origin_label": row["origin_label"],
-                "role": None if pd.isna(row["role"]) else row["role"]}
+    def _origins_by_launch(self) -> dict[int, dict]:
+        """Each kernel's origin fields for the JSON (``origin``, ``origin_label``, ``role``)."""
+        if self.origins is None:
+            return {}
+        table = self.origins
+        return {int(launch): {"origin": origin, "origin_label": label,
+                              "role": None if pd.isna(role) else role}
+                for launch, origin, label, role in zip(
+                    table.index.tolist(), table["origin"].tolist(),
+                    table["origin_label"].tolist(), table["role"].tolist(), strict=True)}
 
     def bounds(self) -> dict[str, int]:
         """How many launches are memory-, compute-, latency-bound or unknown."""
@@ -179,8 +185,7 @@ class Analysis:
         entry is in memory at a time (a report of 50,000 launches makes ~600 MB of JSON).
         """
         def dumps(value, depth: int) -> bytes:
-            text = json.dumps(value, indent=2, allow_nan=False)
-            return text.replace("\n", "\n" + "  " * depth).encode("utf-8")
+            return json_text.dumps(value, depth).encode("utf-8")
 
         document = self._document()
         fh.write(b"{\n")
@@ -248,12 +253,15 @@ class Analysis:
         skipped_by_launch: dict[int | None, list[dict]] = {}
         for n in self.not_evaluated:
             skipped_by_launch.setdefault(n.launch, []).append(_skipped_dict(n))
-        columns = list(self.quantities.columns)
-        values = self.quantities.to_numpy(dtype="float64")
-        position = {int(k): i for i, k in enumerate(self.quantities.index)}
+        # The key quantities of each launch as plain floats, with their unit and label.
+        shown = [name for name in KEY_QUANTITIES if name in self.quantities.columns]
+        described = [(name, unit_of(name), label_of(name)) for name in shown]
+        values = self.quantities[shown].to_numpy(dtype="float64").tolist()
+        position = {int(k): i for i, k in enumerate(self.quantities.index.tolist())}
+        origins = self._origins_by_launch()
         for row in rep.launches.itertuples(index=False):
             launch = int(row.launch)
-            qrow = dict(zip(columns, values[position[launch]].tolist(), strict=True))
+            qrow = values[position[launch]]
             share = (row.duration_ns * row.invocations / total
                      if total and not pd.isna(row.duration_ns) else None)
             entry = {
@@ -266,9 +274,9 @@ class Analysis:
                 "invocations": int(row.invocations), "duration_ns": _num(row.duration_ns),
                 "time_share": _num(share),
                 "quantities": {
-                    name: {"value": _num(qrow[name]), "unit": unit_of(name),
-                           "label": label_of(name)}
-                    for name in KEY_QUANTITIES if _num(qrow.get(name)) is not None
+                    name: {"value": value, "unit": unit, "label": label}
+                    for (name, unit, label), value in zip(described, qrow, strict=True)
+                    if math.isfinite(value)
                 },
                 "roofline": self.rooflines[launch].to_dict(),
                 "occupancy": self.occupancy[launch],
@@ -277,11 +285,14 @@ class Analysis:
                              _most_severe_first(findings_by_launch.get(launch, []))],
                 "not_evaluated": skipped_by_launch.get(launch, []),
                 "ncu_rules": rules_by_launch.get(launch, []),
-                **self._origin_of(launch),
+                **origins.get(launch, _NO_ORIGIN),
             }
             if include_metrics:
                 entry["metrics"] = _metric_list(metrics_by_launch.get(launch))
             yield entry
+
+
+_NO_ORIGIN = {"origin": None, "origin_label": None, "role": None}
 
 
 def _skipped_dict(n: NotEvaluated) -> dict:
@@ -306,10 +317,12 @@ def _json_safe(obj):
     return obj
 
 
+_FINDING_FIELDS = [f.name for f in fields(Finding) if f.name != "launch"]
+
+
 def _finding_dict(f: Finding) -> dict:
-    d = f.to_dict()
-    d.pop("launch")
-    return _json_safe(d)
+    # _json_safe copies every dict and list: Finding.to_dict's deepcopy is not needed here.
+    return _json_safe({name: getattr(f, name) for name in _FINDING_FIELDS})
 
 
 def _ncu_rules_by_launch(frame: pd.DataFrame) -> dict[int, list[dict]]:
@@ -334,7 +347,15 @@ def _metric_list(frame: pd.DataFrame | None) -> list[dict]:
     return [_json_safe(r) for r in records]
 
 
-def occupancy_summary(wide_row: pd.Series, q: pd.Series) -> dict:
+def _rows(frame: pd.DataFrame, names: list[str]) -> dict[int, dict[str, float]]:
+    """Each row of ``frame`` (indexed by launch) as a dict of the ``names`` it has."""
+    cols = [c for c in dict.fromkeys(names) if c in frame.columns]
+    values = frame[cols].to_numpy(dtype="float64").tolist()
+    return {int(k): dict(zip(cols, v, strict=True))
+            for k, v in zip(frame.index.tolist(), values, strict=True)}
+
+
+def occupancy_summary(wide_row: Mapping[str, float], q: Mapping[str, float]) -> dict:
     """Occupancy facts of one launch as ncu measured them (the calculator adds the rest)."""
     limits = {k: _int(wide_row.get(m)) for k, m in _OCC_LIMITS.items()}
     known = {k: v for k, v in limits.items() if v is not None}
@@ -439,11 +460,13 @@ def analyze(report: Report, rules: list[Rule] | None = None,
                                         opt.groupby("launch")} if len(opt) else {})
     gpu = report.session.get("gpu")
     rooflines, occupancy = {}, {}
-    for launch in launches["launch"]:
-        wrow = wide.loc[launch]
-        qrow = quantities.loc[launch]
-        rooflines[int(launch)] = roofline_for(wrow, qrow, gpu, measured_bandwidth)
-        occupancy[int(launch)] = occupancy_summary(wrow, qrow)
+    # Plain dicts of the few values read per launch: a .loc row per launch cost ~1 ms.
+    wide_rows = _rows(wide, [*ROOFLINE_METRICS, *_OCC_LIMITS.values()])
+    q_rows = _rows(quantities, [*ROOFLINE_QUANTITIES, *_OCC_QUANTITIES])
+    for launch in launches["launch"].tolist():
+        wrow, qrow = wide_rows[launch], q_rows[launch]
+        rooflines[launch] = roofline_for(wrow, qrow, gpu, measured_bandwidth)
+        occupancy[launch] = occupancy_summary(wrow, qrow)
     shapes = _add_calculator(report, occupancy)
     findings, skipped = evaluate(rules, quantities, launches, provenance)
     skipped = _point_to_raw_export(skipped, launches)
@@ -470,19 +493,25 @@ def _add_calculator(report: Report, occupancy: dict[int, dict]) -> dict[int, dic
         shapes = launch_shape_from_report(report, table)
     except (KeyError, ValueError, TypeError):  # a report without the launch metrics
         return {}
-    for launch, row in table.iterrows():
+    # Column lists, not iterrows: a Series per launch was most of this step's time.
+    calc = {c: table[c].tolist() if c in table else [None] * len(table)
+            for c in ("calc_theoretical_pct", "recommended_block_size", "what_if_fewer_regs_pct",
+                      "calc_limiter")}
+    for i, launch in enumerate(table.index.tolist()):
         entry = occupancy.get(int(launch))
         if entry is None:
             continue
-        entry["calc_theoretical_pct"] = _num(row.get("calc_theoretical_pct"))
-        entry["recommended_block_size"] = _int(row.get("recommended_block_size"))
-        entry["what_if_fewer_registers_pct"] = _num(row.get("what_if_fewer_regs_pct"))
-        limiter = row.get("calc_limiter")
+        entry["calc_theoretical_pct"] = _num(calc["calc_theoretical_pct"][i])
+        entry["recommended_block_size"] = _int(calc["recommended_block_size"][i])
+        entry["what_if_fewer_registers_pct"] = _num(calc["what_if_fewer_regs_pct"][i])
+        limiter = calc["calc_limiter"][i]
         entry["calc_limiter"] = limiter if isinstance(limiter, str) else None
-    cols = ["grid_size", "block_size", "sm_count", "blocks_per_sm", "waves", "full_waves",
-            "partial_wave_fill", "tail_blocks", "tail_idle_slots_pct", "tail_effect_pct",
-            "idle_sm_pct", "small_grid",
-            "grid_per_sm", "wasted_lanes_pct"]
-    return {int(launch): {c: (bool(row[c]) if c == "small_grid" and not pd.isna(row[c])
-                              else _num(row[c])) for c in cols if c in row}
-            for launch, row in shapes.iterrows()}
+    cols = [c for c in ("grid_size", "block_size", "sm_count", "blocks_per_sm", "waves",
+                        "full_waves", "partial_wave_fill", "tail_blocks", "tail_idle_slots_pct",
+                        "tail_effect_pct", "idle_sm_pct", "small_grid", "grid_per_sm",
+                        "wasted_lanes_pct") if c in shapes]
+    values = {c: shapes[c].tolist() for c in cols}
+    return {int(launch): {c: (bool(values[c][i]) if c == "small_grid"
+                              and not pd.isna(values[c][i]) else _num(values[c][i]))
+                          for c in cols}
+            for i, launch in enumerate(shapes.index.tolist())}

@@ -651,7 +651,7 @@ def occupancy_from_report(report: Report, what_if_registers: int = 8) -> pd.Data
     inputs = _inputs(report)
     wide = report.wide()
     rows = []
-    for launch, row in inputs.iterrows():
+    for launch, row in zip(inputs.index, inputs.to_dict("records"), strict=True):
         out: dict = {"launch": launch, "cc": row["cc"]}
         needed = [row["block_size"], row["registers_per_thread"]]
         if pd.isna(row["cc"]) or any(pd.isna(v) for v in needed):
@@ -695,9 +695,9 @@ def occupancy_from_report(report: Report, what_if_registers: int = 8) -> pd.Data
     low = ncu_limits.min(axis=1)
     table["ncu_limiter"] = [
         "+".join(k for k, m in NCU_LIMIT_METRICS.items() if r[m] == lo) if pd.notna(lo) else None
-        for (_, r), lo in zip(ncu_limits.iterrows(), low, strict=True)
+        for r, lo in zip(ncu_limits.to_dict("records"), low, strict=True)
     ]
-    table["matches_ncu"] = [_matches(r) for _, r in table.iterrows()]
+    table["matches_ncu"] = [_matches(r) for r in table.to_dict("records")]
     return table
 
 

@@ -6,6 +6,7 @@ Data rules are judged on all launches at once (:mod:`.conditions`); function rul
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -66,11 +67,19 @@ class Provenance:
 
     def source(self, rule: Rule, launch: int) -> str:
         """Where a finding of ``rule`` on ``launch`` takes its evidence from."""
-        if any(launch in self.from_ncu_rule.get(q, ()) for q in rule.needs):
-            return "ncu-rule"
-        if rule.category in self.ncu_categories.get(launch, ()):
-            return "both"
-        return "metrics"
+        return self.sources(rule)(launch)
+
+    def sources(self, rule: Rule) -> Callable[[int], str]:
+        """:meth:`source` for one rule, its needs looked up once (``launch -> source``)."""
+        stated = set().union(*(self.from_ncu_rule.get(q, ()) for q in rule.needs))
+
+        def source(launch: int) -> str:
+            if launch in stated:
+                return "ncu-rule"
+            if rule.category in self.ncu_categories.get(launch, ()):
+                return "both"
+            return "metrics"
+        return source
 
 
 def _unknown(name: str, quantities: pd.DataFrame, memo: dict) -> np.ndarray:
@@ -114,6 +123,8 @@ def evaluate(rules: list[Rule], quantities: pd.DataFrame, launches: pd.DataFrame
     durations = dict(zip(launches["launch"], launches["duration_ns"], strict=True))
     index = quantities.index.to_numpy()
     unknown: dict[str, np.ndarray] = {}  # quantity -> where it is missing, shared by all rules
+    columns = quantities.columns.tolist()
+    numeric = all(dtype == np.float64 for dtype in quantities.dtypes)
     for rule in rules:
         if rule.function is not None:
             f, s = FUNCTIONS[rule.function](rule, quantities, launches)
@@ -132,10 +143,15 @@ def evaluate(rules: list[Rule], quantities: pd.DataFrame, launches: pd.DataFrame
             continue
         firing = quantities.iloc[rows]
         levels = severity_levels(rule, firing)
-        for level, (launch, values) in zip(levels, firing.iterrows(), strict=True):
+        # Plain dicts per firing row (iterrows built a Series per row; its to_dict walked
+        # the column labels each time).
+        records = ([dict(zip(columns, r, strict=True))
+                    for r in firing.to_numpy(dtype="float64").tolist()]
+                   if numeric else firing.to_dict("records"))
+        source_of = provenance.sources(rule) if provenance is not None else None
+        for level, launch, values in zip(levels, firing.index.tolist(), records, strict=True):
             launch = int(launch)
-            values = values.to_dict()
-            source = provenance.source(rule, launch) if provenance is not None else "metrics"
+            source = source_of(launch) if source_of is not None else "metrics"
             # ncu's messages round their numbers and state only what crossed its thresholds.
             confidence = (lower_confidence(rule.confidence) if source == "ncu-rule"
                           else rule.confidence)
