@@ -18,7 +18,7 @@ from . import __version__, json_text
 from .derive.ncu_evidence import ncu_rule_categories, ncu_rule_quantities
 from .derive.origin import origin_table
 from .derive.quantities import compute_with_provenance, label_of, unit_of
-from .derive.roofline import ROOFLINE_METRICS, ROOFLINE_QUANTITIES, Roofline, roofline_for
+from .derive.roofline import ROOFLINE_METRICS, Roofline, roofline_for
 from .derive.source_lines import attribute
 from .regions import Region, summarize_regions
 from .report import Report
@@ -46,9 +46,6 @@ _OCC_LIMITS = {
     "warps": "launch__occupancy_limit_warps",
     "blocks": "launch__occupancy_limit_blocks",
 }
-# The quantities occupancy_summary reads.
-_OCC_QUANTITIES = ("theoretical_occupancy_pct", "achieved_occupancy_pct", "registers_per_thread",
-                   "shared_mem_per_block", "block_size", "waves_per_sm")
 
 
 def _num(value) -> float | None:
@@ -347,6 +344,29 @@ def _metric_list(frame: pd.DataFrame | None) -> list[dict]:
     return [_json_safe(r) for r in records]
 
 
+class _Row(Mapping):
+    """One launch's quantities as a read-only mapping over a row of the table's values."""
+
+    __slots__ = ("_values", "_columns")
+
+    def __init__(self, values: np.ndarray, columns: dict[str, int]) -> None:
+        self._values, self._columns = values, columns
+
+    def __getitem__(self, name: str) -> float:
+        return float(self._values[self._columns[name]])
+
+    def __iter__(self):
+        return iter(self._columns)
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    def get(self, name: str, default=None):
+        """The value of quantity ``name`` (``default`` when the table has no such column)."""
+        i = self._columns.get(name)
+        return default if i is None else float(self._values[i])
+
+
 def _rows(frame: pd.DataFrame, names: list[str]) -> dict[int, dict[str, float]]:
     """Each row of ``frame`` (indexed by launch) as a dict of the ``names`` it has."""
     cols = [c for c in dict.fromkeys(names) if c in frame.columns]
@@ -462,9 +482,12 @@ def analyze(report: Report, rules: list[Rule] | None = None,
     rooflines, occupancy = {}, {}
     # Plain dicts of the few values read per launch: a .loc row per launch cost ~1 ms.
     wide_rows = _rows(wide, [*ROOFLINE_METRICS, *_OCC_LIMITS.values()])
-    q_rows = _rows(quantities, [*ROOFLINE_QUANTITIES, *_OCC_QUANTITIES])
+    q_values = quantities.to_numpy(dtype="float64")
+    q_columns = {name: i for i, name in enumerate(quantities.columns.tolist())}
+    q_position = {int(k): i for i, k in enumerate(quantities.index.tolist())}
     for launch in launches["launch"].tolist():
-        wrow, qrow = wide_rows[launch], q_rows[launch]
+        wrow = wide_rows[launch]
+        qrow = _Row(q_values[q_position[launch]], q_columns)
         rooflines[launch] = roofline_for(wrow, qrow, gpu, measured_bandwidth)
         occupancy[launch] = occupancy_summary(wrow, qrow)
     shapes = _add_calculator(report, occupancy)

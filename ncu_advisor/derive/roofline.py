@@ -68,12 +68,10 @@ _LEVELS = {
                         "l1tex__cycles_elapsed.avg.per_second")),
 }
 
-# Everything roofline_for reads: report metrics (wide columns) and quantities.
+# The report metrics (wide columns) roofline_for reads.
 ROOFLINE_METRICS = tuple(dict.fromkeys([
     _SM_HZ, *(m for alternatives, _ in _PEAK_METRICS.values() for m in alternatives),
     *(m for _, metrics in _LEVELS.values() for m in metrics)]))
-ROOFLINE_QUANTITIES = ("duration_ns", "flops_fp32", "flops_fp64", "flops_fp16", "flops_tensor",
-                       "dram_bytes", "l2_bytes", "l1_bytes", "sm_pct", "mem_pct")
 
 
 @dataclass
@@ -131,9 +129,9 @@ def roofline_for(wide_row: Mapping[str, float], q: Mapping[str, float], gpu: str
                  measured_bandwidth: float | None = None) -> Roofline:
     """Compute the roofline facts of one launch from its metrics and quantities.
 
-    ``wide_row`` and ``q`` map names to values (a row of ``Report.wide()`` and of the
-    quantity table, or plain dicts of :data:`ROOFLINE_METRICS` and
-    :data:`ROOFLINE_QUANTITIES`); absent names are missing values.
+    ``wide_row`` and ``q`` map names to values with ``.get`` (a row of ``Report.wide()``
+    and of the quantity table, or a dict of :data:`ROOFLINE_METRICS`); absent names are
+    missing values.
     """
     duration_s = _get(q, "duration_ns") * 1e-9
     flops = {p: _get(q, f"flops_{p}") for p in ("fp32", "fp64", "fp16", "tensor")}
