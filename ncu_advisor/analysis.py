@@ -302,7 +302,19 @@ def _most_severe_first(found: list[Finding]) -> list[Finding]:
                                                 f.estimated_saving_ns))
 
 
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
 def _json_safe(obj):
+    kind = type(obj)  # exact types first: this walks every finding of every launch
+    if kind is float:
+        return obj if math.isfinite(obj) else None
+    if kind in _PLAIN:
+        return obj
+    if kind is dict:
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if kind is list:
+        return [_json_safe(v) for v in obj]
     if isinstance(obj, dict):
         return {k: _json_safe(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):

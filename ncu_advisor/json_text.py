@@ -9,6 +9,7 @@ written by the C encoder in one call, its item separator carrying the newline an
 
 from __future__ import annotations
 
+import math
 from json.encoder import encode_basestring_ascii
 
 try:  # CPython's accelerator; the pure-Python fallback gives the same text, slower
@@ -69,7 +70,10 @@ def _write(value, depth: int, out: list[str]) -> None:
         if not value:
             out.append("{}")
             return
-        if all(type(v) in _SCALARS for v in value.values()):
+        for v in value.values():
+            if type(v) not in _SCALARS:
+                break
+        else:
             if all(type(k) is str for k in value):
                 text = _flat_text(value, depth)
                 out.append("{\n" + _INDENT * (depth + 1) + text[1:-1] + "\n"
@@ -78,17 +82,26 @@ def _write(value, depth: int, out: list[str]) -> None:
         inner = "\n" + _INDENT * (depth + 1)
         separator = "{" + inner
         for key, item in value.items():
-            out.append(separator)
-            out.append(_key(key))
-            out.append(": ")
-            _write(item, depth + 1, out)
+            out.append(separator + _key(key) + ": ")
+            kind = type(item)
+            if kind is str:  # inline: most items of a mixed dict are strings and numbers
+                out.append(encode_basestring_ascii(item))
+            elif kind is float and math.isfinite(item):
+                out.append(float.__repr__(item))
+            elif kind in _SCALARS:
+                out.append(_flat_text(item, depth + 1))
+            else:
+                _write(item, depth + 1, out)
             separator = "," + inner
         out.append("\n" + _INDENT * depth + "}")
     elif kind is list or kind is tuple:
         if not value:
             out.append("[]")
             return
-        if all(type(v) in _SCALARS for v in value):
+        for v in value:
+            if type(v) not in _SCALARS:
+                break
+        else:
             text = _flat_text(list(value), depth)
             out.append("[\n" + _INDENT * (depth + 1) + text[1:-1] + "\n" + _INDENT * depth + "]")
             return

@@ -102,6 +102,11 @@ class Roofline:
 
 
 def _clean(obj):
+    kind = type(obj)  # exact types first (every launch's roofline is cleaned for the JSON)
+    if kind is float:
+        return obj if math.isfinite(obj) else None
+    if kind is str or obj is None:
+        return obj
     if isinstance(obj, dict):
         return {k: _clean(v) for k, v in obj.items()}
     if isinstance(obj, list):
