@@ -6,20 +6,20 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from . import __version__
+from . import __version__, json_text
 from .derive.ncu_evidence import ncu_rule_categories, ncu_rule_quantities
 from .derive.occupancy_report import launch_occupancy
 from .derive.origin import origin_table
 from .derive.quantities import compute_with_provenance, label_of, unit_of
-from .derive.roofline import Roofline, roofline_for
+from .derive.roofline import ROOFLINE_METRICS, Roofline, roofline_for
 from .derive.source_lines import attribute
 from .regions import Region, summarize_regions
 from .report import Report
@@ -145,13 +145,16 @@ class Analysis:
             out.append(g)
         return rank_groups(out)
 
-    def _origin_of(self, launch: int) -> dict:
-        """The kernel's origin fields for the JSON (``origin``, ``origin_label``, ``role``)."""
-        if self.origins is None or launch not in self.origins.index:
-            return {"origin": None, "origin_label": None, "role": None}
-        row = self.origins.loc[launch]
-        return {"origin": row["origin"], "origin_label": row["origin_label"],
-                "role": None if pd.isna(row["role"]) else row["role"]}
+    def _origins_by_launch(self) -> dict[int, dict]:
+        """Each kernel's origin fields for the JSON (``origin``, ``origin_label``, ``role``)."""
+        if self.origins is None:
+            return {}
+        table = self.origins
+        return {int(launch): {"origin": origin, "origin_label": label,
+                              "role": None if pd.isna(role) else role}
+                for launch, origin, label, role in zip(
+                    table.index.tolist(), table["origin"].tolist(),
+                    table["origin_label"].tolist(), table["role"].tolist(), strict=True)}
 
     def bounds(self) -> dict[str, int]:
         """How many launches are memory-, compute-, latency-bound or unknown."""
@@ -174,8 +177,7 @@ class Analysis:
         entry is in memory at a time (a report of 50,000 launches makes ~600 MB of JSON).
         """
         def dumps(value, depth: int) -> bytes:
-            text = json.dumps(value, indent=2, allow_nan=False)
-            return text.replace("\n", "\n" + "  " * depth).encode("utf-8")
+            return json_text.dumps(value, depth).encode("utf-8")
 
         document = self._document()
         fh.write(b"{\n")
@@ -241,12 +243,16 @@ class Analysis:
         skipped_by_launch: dict[int | None, list[dict]] = {}
         for n in self.not_evaluated:
             skipped_by_launch.setdefault(n.launch, []).append(_skipped_dict(n))
-        columns = list(self.quantities.columns)
-        values = self.quantities.to_numpy(dtype="float64")
-        position = {int(k): i for i, k in enumerate(self.quantities.index)}
+        # The key quantities of each launch as plain floats, with their unit and label.
+        shown = [name for name in KEY_QUANTITIES if name in self.quantities.columns]
+        described = [(name, unit_of(name), label_of(name)) for name in shown]
+        values = self.quantities[shown].to_numpy(dtype="float64").tolist()
+        shares = self.quantities["time_share_pct"].to_numpy(dtype="float64").tolist()
+        position = {int(k): i for i, k in enumerate(self.quantities.index.tolist())}
+        origins = self._origins_by_launch()
         for row in rep.launches.itertuples(index=False):
             launch = int(row.launch)
-            qrow = dict(zip(columns, values[position[launch]].tolist(), strict=True))
+            qrow = values[position[launch]]
             entry = {
                 "id": _int(row.id), "launch": launch, "source": row.source, "name": row.name,
                 "short_name": row.short_name,
@@ -255,11 +261,11 @@ class Analysis:
                 "device": _int(row.device), "cc": None if pd.isna(row.cc) else str(row.cc),
                 "stream": _int(row.stream), "nvtx": None if pd.isna(row.nvtx) else row.nvtx,
                 "invocations": int(row.invocations), "duration_ns": _num(row.duration_ns),
-                "time_share": _num(qrow["time_share_pct"] / 100.0),
+                "time_share": _num(shares[position[launch]] / 100.0),
                 "quantities": {
-                    name: {"value": _num(qrow[name]), "unit": unit_of(name),
-                           "label": label_of(name)}
-                    for name in KEY_QUANTITIES if _num(qrow.get(name)) is not None
+                    name: {"value": value, "unit": unit, "label": label}
+                    for (name, unit, label), value in zip(described, qrow, strict=True)
+                    if math.isfinite(value)
                 },
                 "roofline": self.rooflines[launch].to_dict(),
                 "occupancy": self.occupancy[launch],
@@ -268,11 +274,14 @@ class Analysis:
                              _most_severe_first(findings_by_launch.get(launch, []))],
                 "not_evaluated": skipped_by_launch.get(launch, []),
                 "ncu_rules": rules_by_launch.get(launch, []),
-                **self._origin_of(launch),
+                **origins.get(launch, _NO_ORIGIN),
             }
             if include_metrics:
                 entry["metrics"] = _metric_list(metrics_by_launch.get(launch))
             yield entry
+
+
+_NO_ORIGIN = {"origin": None, "origin_label": None, "role": None}
 
 
 def _skipped_dict(n: NotEvaluated) -> dict:
@@ -285,7 +294,19 @@ def _most_severe_first(found: list[Finding]) -> list[Finding]:
                                                 f.estimated_saving_ns))
 
 
+_PLAIN = frozenset({str, int, bool, type(None)})
+
+
 def _json_safe(obj):
+    kind = type(obj)  # exact types first: this walks every finding of every launch
+    if kind is float:
+        return obj if math.isfinite(obj) else None
+    if kind in _PLAIN:
+        return obj
+    if kind is dict:
+        return {k: _json_safe(v) for k, v in obj.items()}
+    if kind is list:
+        return [_json_safe(v) for v in obj]
     if isinstance(obj, dict):
         return {k: _json_safe(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
@@ -297,10 +318,12 @@ def _json_safe(obj):
     return obj
 
 
+_FINDING_FIELDS = [f.name for f in fields(Finding) if f.name != "launch"]
+
+
 def _finding_dict(f: Finding) -> dict:
-    d = f.to_dict()
-    d.pop("launch")
-    return _json_safe(d)
+    # _json_safe copies every dict and list: Finding.to_dict's deepcopy is not needed here.
+    return _json_safe({name: getattr(f, name) for name in _FINDING_FIELDS})
 
 
 def _ncu_rules_by_launch(frame: pd.DataFrame) -> dict[int, list[dict]]:
@@ -323,6 +346,37 @@ def _metric_list(frame: pd.DataFrame | None) -> list[dict]:
     frame = frame.drop_duplicates(subset=["metric", "label", "section"])
     records = frame[cols].astype(object).where(frame[cols].notna(), None).to_dict("records")
     return [_json_safe(r) for r in records]
+
+
+class _Row(Mapping):
+    """One launch's quantities as a read-only mapping over a row of the table's values."""
+
+    __slots__ = ("_values", "_columns")
+
+    def __init__(self, values: np.ndarray, columns: dict[str, int]) -> None:
+        self._values, self._columns = values, columns
+
+    def __getitem__(self, name: str) -> float:
+        return float(self._values[self._columns[name]])
+
+    def __iter__(self):
+        return iter(self._columns)
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    def get(self, name: str, default=None):
+        """The value of quantity ``name`` (``default`` when the table has no such column)."""
+        i = self._columns.get(name)
+        return default if i is None else float(self._values[i])
+
+
+def _rows(frame: pd.DataFrame, names: list[str]) -> dict[int, dict[str, float]]:
+    """Each row of ``frame`` (indexed by launch) as a dict of the ``names`` it has."""
+    cols = [c for c in dict.fromkeys(names) if c in frame.columns]
+    values = frame[cols].to_numpy(dtype="float64").tolist()
+    return {int(k): dict(zip(cols, v, strict=True))
+            for k, v in zip(frame.index.tolist(), values, strict=True)}
 
 
 def _with_launch_shape(report: Report) -> pd.DataFrame:
@@ -405,9 +459,16 @@ def analyze(report: Report, rules: list[Rule] | None = None,
     provenance = Provenance(from_rule, {int(k): set(g["category"]) for k, g in
                                         opt.groupby("launch")} if len(opt) else {})
     gpu = report.session.get("gpu")
-    rooflines = {int(launch): roofline_for(wide.loc[launch], quantities.loc[launch], gpu,
-                                           measured_bandwidth)
-                 for launch in launches["launch"]}
+    rooflines = {}
+    # Plain dicts of the few values read per launch: a .loc row per launch cost ~1 ms.
+    wide_rows = _rows(wide, list(ROOFLINE_METRICS))
+    q_values = quantities.to_numpy(dtype="float64")
+    q_columns = {name: i for i, name in enumerate(quantities.columns.tolist())}
+    q_position = {int(k): i for i, k in enumerate(quantities.index.tolist())}
+    for launch in launches["launch"].tolist():
+        wrow = wide_rows[launch]
+        qrow = _Row(q_values[q_position[launch]], q_columns)
+        rooflines[launch] = roofline_for(wrow, qrow, gpu, measured_bandwidth)
     occupancy, shapes = launch_occupancy(report, quantities)
     findings, skipped = evaluate(rules, quantities, launches, provenance)
     skipped = _point_to_raw_export(skipped, report)
@@ -418,3 +479,4 @@ def analyze(report: Report, rules: list[Rule] | None = None,
                     occupancy=occupancy, findings=findings, not_evaluated=skipped, rules=rules,
                     command=command, launch_shapes=shapes, regions=regions,
                     origins=launches.set_index("launch")[["origin", "origin_label", "role"]])
+

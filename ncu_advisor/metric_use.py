@@ -28,6 +28,9 @@ _MODULES = (
     "ncu_advisor.render.html_view", "ncu_advisor.render.formats", "ncu_advisor.render.text",
     "ncu_advisor.render.charts",
 )
+# Renderers are read from source only: their metric names are literals, and importing them
+# (jinja2, matplotlib) cost a JSON or text run ~0.5 s.
+_SOURCE_ONLY = ("ncu_advisor.render.",)
 _OPTIONAL_MODULES = ("ncu_advisor.origin", "ncu_advisor.regions", "ncu_advisor.validity")
 # Anything shaped like an ncu metric name ("dram__bytes.sum", "inst_executed"); a few other
 # identifiers match too, which only keeps a column more.
@@ -53,6 +56,26 @@ def _walk(value, out: set[str], depth: int = 0) -> None:
             _walk(getattr(value, f.name), out, depth + 1)
 
 
+def _walk_values(module, out: set[str]) -> None:
+    """Collect metric names from a module's tables (its module-level values)."""
+    for value in vars(module).values():
+        if not inspect.ismodule(value) and not callable(value) or dataclasses.is_dataclass(
+                value):
+            _walk(value, out)
+
+
+def _source_tree(name: str) -> ast.Module | None:
+    """A module's syntax tree read from its file, without importing it (None: no source)."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    try:
+        with open(spec.origin, encoding="utf-8") as fh:
+            return ast.parse(fh.read())
+    except OSError:
+        return None
+
+
 @lru_cache(maxsize=1)
 def analysis_metrics() -> frozenset[str]:
     """Return every metric name the analysis (quantities, roofline, occupancy, rules) reads."""
@@ -62,15 +85,17 @@ def analysis_metrics() -> frozenset[str]:
         if importlib.util.find_spec(optional) is not None:
             modules.append(optional)
     for name in modules:
-        module = importlib.import_module(name)
-        for value in vars(module).values():
-            if not inspect.ismodule(value) and not callable(value) or dataclasses.is_dataclass(
-                    value):
-                _walk(value, names)
-        try:
-            tree = ast.parse(inspect.getsource(module))
-        except (OSError, TypeError):  # no source shipped: the tables above still count
-            continue
+        if name.startswith(_SOURCE_ONLY):
+            tree = _source_tree(name)
+            if tree is None:  # no source shipped: fall back to importing it
+                _walk_values(importlib.import_module(name), names)
+        else:
+            module = importlib.import_module(name)
+            _walk_values(module, names)
+            try:
+                tree = ast.parse(inspect.getsource(module))
+            except (OSError, TypeError):  # no source shipped: the tables above still count
+                continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 # Literals also appear inside f-strings and comprehensions over suffixes.

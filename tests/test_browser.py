@@ -28,6 +28,7 @@ CHROMIUM = next((path for name in CANDIDATES if (path := shutil.which(name))), N
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.slow,  # a headless Chromium per test (~10 s in all): CI's slow run has them
     pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary on PATH "
                        "(apt-get install -y chromium)"),
 ]

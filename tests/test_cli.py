@@ -59,6 +59,7 @@ def test_analyze_json_contract(capsys):
     assert data["findings"][0]["rule"].startswith("coalescing.")
 
 
+@pytest.mark.slow  # every export form of a capture in one run (~3 s)
 def test_a_folder_of_every_export_form_analyzes(capsys):
     """Launches without a stream (summaries) or a process ID (.ncu-rep) mix with the rest."""
     code, out, err = run(["analyze", str(FORMS), "-f", "json"], capsys)

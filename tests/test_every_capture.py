@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import analysis_cached, read_cached
 
 from ncu_advisor import ReportParseError, analyze, read_report
 from ncu_advisor.derive.bound import bound_of
@@ -61,14 +62,36 @@ _SLOW = re.compile(r"\.(bad|good)\.raw\.csv(\.gz)?$")
     pytest.param(p, marks=pytest.mark.slow) if _SLOW.search(p.name) else p for p in CAPTURES],
     ids=_ids(CAPTURES))
 def test_capture_analyzes(path):
-    report = read_report(_inputs(path))
-    data = analyze(report).to_dict()
+    # Read and analyzed once per test run (conftest), shared with the other modules.
+    report = read_cached(_inputs(path))
+    data = analysis_cached(_inputs(path)).to_dict()
     json.dumps(data, allow_nan=False)  # strict JSON: no NaN or inf anywhere
     assert len(data["kernels"]) == len(report.launches) > 0
     assert findings_panel_disagreements(data) == []
     assert render_text(data).startswith("ncu-advise:")
-    if len(report.launches) <= 30:  # the probes' 499 launches make a large page; text suffices
-        assert "<html" in render_html(data)
+
+
+def _form_of_folder(path: Path) -> tuple[str, str]:
+    """(folder, export form): ``demos_lineinfo``, ``.raw.csv`` (the name's last suffixes)."""
+    suffixes = [s for s in path.suffixes if s != ".gz"][-2:]
+    return path.parent.relative_to(ROOT).as_posix(), "".join(suffixes)
+
+
+# The HTML page of a capture takes ~0.2 s: the quick run renders the first capture of each
+# folder and form, the slow run every one.
+_HTML_FIRST = {}
+for _p in CAPTURES:
+    _HTML_FIRST.setdefault(_form_of_folder(_p), _p)
+
+
+@pytest.mark.parametrize("path", [
+    p if p in _HTML_FIRST.values() and not _SLOW.search(p.name)
+    else pytest.param(p, marks=pytest.mark.slow) for p in CAPTURES], ids=_ids(CAPTURES))
+def test_capture_renders_html(path):
+    report = read_cached(_inputs(path))
+    if len(report.launches) > 30:  # the probes' 499 launches make a large page; text suffices
+        return
+    assert "<html" in render_html(analysis_cached(_inputs(path)).to_dict())
 
 
 @pytest.mark.parametrize("path", PAGE_FILES, ids=_ids(PAGE_FILES))
@@ -81,12 +104,12 @@ def test_session_and_source_pages(path):
     details = next(path.parent.glob(PAGES.sub("", path.name) + ".details.csv*"))
     if path.name.endswith((".txt", ".txt.gz")):
         return  # a plain-text source page cannot be read beside anything
-    merged = read_report([details, path])
-    alone = read_report(details)
+    merged = read_cached([details, path])
+    alone = read_cached(details)
     assert len(merged.launches) == len(alone.launches)
     if page == "session":
         assert merged.session["ncu_command"].split()[0].endswith("ncu")
-    json.dumps(analyze(merged).to_dict(), allow_nan=False)
+    json.dumps(analysis_cached([details, path]).to_dict(), allow_nan=False)
 
 
 def test_there_are_captures():

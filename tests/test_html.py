@@ -7,10 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
+from conftest import analysis_cached
 from markupsafe import escape
 
-from ncu_advisor.analysis import analyze
-from ncu_advisor.readers import read_report
 from ncu_advisor.render import charts
 from ncu_advisor.render.formats import (
     FILTERS,
@@ -37,7 +36,8 @@ FIXED_TIME = "2026-11-29T19:40:00+00:00"
 @pytest.fixture(scope="module")
 def forms_result() -> dict:
     """The JSON contract of the real forms_app capture (9 launches, template names)."""
-    result = analyze(read_report(FORMS)).to_dict()
+    # A copy: the session's cached analysis is shared with other modules.
+    result = copy.deepcopy(analysis_cached(FORMS).to_dict())
     result["generated_at"] = FIXED_TIME
     return result
 
@@ -182,7 +182,7 @@ METRICS_ONLY = ROOT / "sample_reports" / "forms" / "forms_app.live.metrics.csv"
 @pytest.fixture(scope="module")
 def metrics_result() -> dict:
     """A real ``--metrics`` capture: no GPU name, no ncu version, no roofline data."""
-    result = analyze(read_report(METRICS_ONLY)).to_dict()
+    result = analysis_cached(METRICS_ONLY).to_dict()
     result["generated_at"] = FIXED_TIME
     return result
 
@@ -357,11 +357,10 @@ def test_links_reach_the_right_kernel_across_input_files():
     """ncu IDs restart in every file: links must use the unique launch numbers."""
     import re
 
-    from ncu_advisor import analyze, read_report
     from ncu_advisor.render.html import render_html
 
     root = Path(__file__).resolve().parent.parent
-    html = render_html(analyze(read_report(root / "sample_reports" / "demos")).to_dict())
+    html = render_html(analysis_cached(root / "sample_reports" / "demos").to_dict())
     sections = {}
     for anchor, body in re.findall(r'<section class="kernel" id="(k-\d+)">(.{0,600})', html,
                                    re.S):

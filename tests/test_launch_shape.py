@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import read_cached
 
 from ncu_advisor.derive.launch_shape import (
     launch_shape,
@@ -16,7 +17,6 @@ from ncu_advisor.derive.launch_shape import (
     wave_quantization,
 )
 from ncu_advisor.errors import NcuAdviseError
-from ncu_advisor.readers import read_report
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_reports"
 CAPTURES = sorted(p for p in SAMPLES.rglob("*") if p.suffix in (".ncu-rep", ".csv"))
@@ -25,7 +25,7 @@ CAPTURES = sorted(p for p in SAMPLES.rglob("*") if p.suffix in (".ncu-rep", ".cs
 @cache
 def shapes(path: Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
     try:
-        report = read_report(path)
+        report = read_cached(path)  # read once per test run, shared with other modules
     except NcuAdviseError:
         return None
     if "launch__waves_per_multiprocessor" not in report.wide().columns:

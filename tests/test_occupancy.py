@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import typer
+from conftest import analysis_cached, read_cached
 from typer.testing import CliRunner
 
 from ncu_advisor.cli_occupancy import occupancy_command
@@ -33,7 +34,6 @@ from ncu_advisor.derive.occupancy import (
 )
 from ncu_advisor.derive.occupancy_report import launch_occupancy, occupancy_from_report
 from ncu_advisor.errors import NcuAdviseError
-from ncu_advisor.readers import read_report
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_reports"
@@ -53,7 +53,7 @@ REQUIRED = {
 def checked(path: Path) -> pd.DataFrame | None:
     """The calculator's table for the launches of one capture that ncu gave limits for."""
     try:
-        report = read_report(path)
+        report = read_cached(path)  # read once per test run, shared with other modules
     except NcuAdviseError:
         return None
     wide = report.wide()
@@ -499,7 +499,7 @@ def test_carveout_preference_and_snapping() -> None:
 
 
 def test_report_table_columns() -> None:
-    table = occupancy_from_report(read_report(SAMPLES / "forms" / "torch_mlp.live.nvtx.csv"))
+    table = occupancy_from_report(read_cached(SAMPLES / "forms" / "torch_mlp.live.nvtx.csv"))
     for col in ("calc_theoretical_pct", "calc_limiter", "recommended_block_size",
                 "what_if_fewer_regs_pct", "sm__warps_active.avg.pct_of_peak_sustained_active",
                 "ncu_limiter", "matches_ncu"):
@@ -510,16 +510,14 @@ def test_report_table_columns() -> None:
 
 
 def test_report_without_occupancy_metrics() -> None:
-    table = occupancy_from_report(read_report(SAMPLES / "forms" / "forms_app.live.metrics.csv"))
+    table = occupancy_from_report(read_cached(SAMPLES / "forms" / "forms_app.live.metrics.csv"))
     assert len(table) == 9 and table["calc_theoretical_pct"].isna().all()
 
 
 @pytest.mark.parametrize("name", ["torch_mlp.live.nvtx.csv", "forms_app.live.metrics.csv"])
 def test_launch_entries_are_built_complete_in_one_place(name: str) -> None:
     """Every launch's JSON occupancy entry has every key, ncu's values beside the calculator's."""
-    from ncu_advisor.analysis import analyze
-
-    analysis = analyze(read_report(SAMPLES / "forms" / name))
+    analysis = analysis_cached(SAMPLES / "forms" / name)
     table = occupancy_from_report(analysis.report)
     entries, shapes = launch_occupancy(analysis.report, analysis.quantities)
     assert entries == analysis.occupancy and shapes == analysis.launch_shapes

@@ -277,3 +277,29 @@ def test_malformed_rows_are_skipped_with_a_warning(tmp_path):
     assert len(report.launches) == 9
     assert any("skipped 1 malformed or non-data line(s), first: '\"0\",\"1546\",\"x\"" in w
                for w in report.warnings), report.warnings
+
+
+def test_details_rule_rows_keep_file_order():
+    """Ncu's rule results of each launch come out in the order the export lists them.
+
+    The rule rows were collected by a callback of the multithreaded CSV parser, which met
+    the blocks in a random order: the JSON of one capture changed from run to run.
+    """
+    import csv
+    import gzip
+
+    path = FORMS.parent / "foreign" / "torch_ops.details.csv.gz"
+    with gzip.open(path, "rt", encoding="utf-8", newline="") as fh:
+        rows = list(csv.reader(fh))
+    header = rows[0]
+    col = {name: header.index(name) for name in ("ID", "Rule Name")}
+    expected: dict[str, list[str]] = {}
+    for row in rows[1:]:
+        if len(row) == len(header) and row[col["Rule Name"]]:
+            expected.setdefault(row[col["ID"]], []).append(row[col["Rule Name"]])
+    report = read_report(path)
+    ids = dict(zip(report.launches["launch"], report.launches["id"], strict=True))
+    got: dict[str, list[str]] = {}
+    for launch, rule in zip(report.ncu_rules["launch"], report.ncu_rules["rule"], strict=True):
+        got.setdefault(str(ids[launch]), []).append(rule)
+    assert len(expected) > 20 and got == expected

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import analysis_cached, read_cached
 
 from ncu_advisor import analyze, read_report
 from ncu_advisor.cli import main
@@ -147,6 +148,7 @@ def test_nan_and_infinity_never_reach_the_json(tmp_path, capsys):
     json_ok(*run(["analyze", path, "-f", "json"], capsys))
 
 
+@pytest.mark.slow  # six processes reading 3 MB rows (~6 s)
 def test_a_row_over_one_megabyte_is_one_line_and_the_process_exits(tmp_path):
     """Arrow's reader once hung at exit (thread pool) after a row longer than its block."""
     text = lines_of(DETAILS)
@@ -354,16 +356,17 @@ def test_control_characters_in_names_are_escaped(capsys, tmp_path):
 
 @pytest.mark.parametrize("path", [RAW, FORMS / "forms_app.ncu-rep", DETAILS])
 def test_lean_read_analyzes_identically(path):
-    full = analyze(read_report(path)).to_dict()
+    full = analysis_cached(path).to_dict()
     lean_report = read_report(path, metrics=analysis_metrics())
     lean = analyze(lean_report).to_dict()
     for d in (full, lean):
         d.pop("generated_at")
     assert lean == full
     if path != DETAILS:
-        assert lean_report.metrics["metric"].nunique() < 400 < len(read_report(path).wide().columns)
+        assert lean_report.metrics["metric"].nunique() < 400 < len(read_cached(path).wide().columns)
 
 
+@pytest.mark.slow  # a scaling check (benchmarks/bench_scale.py measures it at size)
 def test_to_dict_is_linear_in_launches(tmp_path):
     """10x the launches of a real raw capture must not cost 100x (it was quadratic)."""
     import time

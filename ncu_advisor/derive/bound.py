@@ -22,7 +22,11 @@ def bound_of(sm_pct, mem_pct):
     if not isinstance(sm_pct, pd.Series):
         if sm_pct is None or mem_pct is None or np.isnan(sm_pct) or np.isnan(mem_pct):
             return None
-        return bound_of(pd.Series([float(sm_pct)]), pd.Series([float(mem_pct)])).iloc[0]
+        # The Series rule below, for one launch (a one-row Series cost ~1 ms a launch).
+        sm, mem = float(sm_pct), float(mem_pct)
+        if max(sm, mem) < LATENCY_THRESHOLD_PCT:
+            return "latency"
+        return "memory" if mem >= sm else "compute"
     sm, mem = sm_pct.astype("float64"), mem_pct.astype("float64")
     out = np.where(np.maximum(sm, mem) < LATENCY_THRESHOLD_PCT, "latency",
                    np.where(mem >= sm, "memory", "compute")).astype(object)

@@ -21,7 +21,7 @@ Definitions (one launch; "slots" = blocks that fit on the GPU at once):
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import pandas as pd
@@ -84,7 +84,7 @@ class LaunchShape:
 
     def to_dict(self) -> dict:
         """Return a JSON-ready dict."""
-        d = asdict(self)
+        d = {f.name: getattr(self, f.name) for f in fields(self)}  # scalars: no deepcopy
         d["has_tail"] = self.has_tail
         return d
 
@@ -95,11 +95,16 @@ def tail_idle_pct(waves):
     ``waves`` is a number or a Series (NaN stays NaN). Less than one wave is not a tail (the
     small-grid and partial-wave rules judge that); whole waves have none.
     """
-    w = pd.Series(waves, dtype="float64") if not isinstance(waves, pd.Series) else waves
+    if not isinstance(waves, pd.Series):  # the same formula on one number
+        w = float(waves)
+        if math.isnan(w):
+            return w
+        frac = w - math.floor(w)
+        return (1.0 - frac) / math.ceil(w) * 100.0 if w >= 1.0 and frac > 1e-6 else 0.0
+    w = waves
     frac = w - np.floor(w)
     tail = (1.0 - frac) / np.ceil(w) * 100.0
-    out = tail.where((w >= 1.0) & (frac > 1e-6), 0.0).where(w.notna())
-    return out if isinstance(waves, pd.Series) else float(out.iloc[0])
+    return tail.where((w >= 1.0) & (frac > 1e-6), 0.0).where(w.notna())
 
 
 def launch_shape(grid_size: int, block_size: int, sm_count: int,
@@ -218,15 +223,15 @@ def launch_shape_from_report(report: Report,
     grid, block, sms = col("launch__grid_size"), col("launch__block_size"), col(*_SM_COUNT_METRICS)
     if "sm_count" in report.session:
         sms = sms.fillna(float(report.session["sm_count"]))
-    fields = list(LaunchShape.__dataclass_fields__)
+    names = list(LaunchShape.__dataclass_fields__)
     rows = []
-    for launch in wide.index:
-        values = (grid[launch], block[launch], sms[launch], blocks[launch])
-        if any(pd.isna(v) or v <= 0 for v in values):
-            rows.append(dict.fromkeys(fields, np.nan))
+    inputs = np.column_stack([s.to_numpy(dtype="float64") for s in (grid, block, sms, blocks)])
+    for values in inputs.tolist():  # plain floats: a Series lookup per value cost more
+        if any(math.isnan(v) or v <= 0 for v in values):
+            rows.append(dict.fromkeys(names, np.nan))
             continue
         rows.append(launch_shape(*(int(round(v)) for v in values)).to_dict())
-    table = pd.DataFrame(rows, index=wide.index, columns=[*fields, "has_tail"])
+    table = pd.DataFrame(rows, index=wide.index, columns=[*names, "has_tail"])
     table["launch__waves_per_multiprocessor"] = col("launch__waves_per_multiprocessor")
     return table
 

@@ -123,7 +123,7 @@ def occupancy_from_report(report: Report, what_if_registers: int = 8) -> pd.Data
     inputs = _inputs(report)
     wide = report.wide()
     rows = []
-    for launch, row in inputs.iterrows():
+    for launch, row in zip(inputs.index, inputs.to_dict("records"), strict=True):
         out: dict = {"launch": launch, "cc": row["cc"]}
         needed = [row["block_size"], row["registers_per_thread"]]
         if pd.isna(row["cc"]) or any(pd.isna(v) for v in needed):
@@ -164,11 +164,11 @@ def occupancy_from_report(report: Report, what_if_registers: int = 8) -> pd.Data
     for metric in (NCU_THEORETICAL_PCT, NCU_ACHIEVED_PCT, *NCU_LIMIT_METRICS.values()):
         table[metric] = wide[metric].reindex(table.index) if metric in wide.columns else np.nan
     table["ncu_limiter"] = [limiter_of(limits) for limits in _ncu_limits(table)]
-    table["matches_ncu"] = [_matches(r) for _, r in table.iterrows()]
+    table["matches_ncu"] = [_matches(r) for r in table.to_dict("records")]
     return table
 
 
-def _matches(row: pd.Series) -> float | bool:
+def _matches(row: dict) -> float | bool:
     """Whether the calculator agrees with ncu on one launch (NaN when either side is missing)."""
     pairs = [(row.get(f"calc_limit_{k}"), row.get(m)) for k, m in NCU_LIMIT_METRICS.items()]
     pairs.append((row.get("calc_theoretical_pct"), row.get(NCU_THEORETICAL_PCT)))

@@ -16,10 +16,10 @@ otherwise it is ``memory``-bound when memory throughput is the higher of the two
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 
 import numpy as np
-import pandas as pd
 
 from .bound import LATENCY_THRESHOLD_PCT, bound_of
 
@@ -68,6 +68,11 @@ _LEVELS = {
                         "l1tex__cycles_elapsed.avg.per_second")),
 }
 
+# The report metrics (wide columns) roofline_for reads.
+ROOFLINE_METRICS = tuple(dict.fromkeys([
+    _SM_HZ, *(m for alternatives, _ in _PEAK_METRICS.values() for m in alternatives),
+    *(m for _, metrics in _LEVELS.values() for m in metrics)]))
+
 
 @dataclass
 class Roofline:
@@ -92,10 +97,16 @@ class Roofline:
 
     def to_dict(self) -> dict:
         """Return the JSON form, NaN as null."""
-        return _clean(asdict(self))
+        # _clean copies every dict and list: the same result as asdict, without its deepcopy.
+        return _clean({f.name: getattr(self, f.name) for f in fields(self)})
 
 
 def _clean(obj):
+    kind = type(obj)  # exact types first (every launch's roofline is cleaned for the JSON)
+    if kind is float:
+        return obj if math.isfinite(obj) else None
+    if kind is str or obj is None:
+        return obj
     if isinstance(obj, dict):
         return {k: _clean(v) for k, v in obj.items()}
     if isinstance(obj, list):
@@ -107,7 +118,7 @@ def _clean(obj):
     return obj
 
 
-def _get(row: pd.Series, name: str) -> float:
+def _get(row: Mapping[str, float], name: str) -> float:
     value = row.get(name, np.nan)
     return float(value) if value is not None else np.nan
 
@@ -119,9 +130,14 @@ def _fmt(value: float, unit: str) -> str:
     return f"{value:.3g} {unit}"
 
 
-def roofline_for(wide_row: pd.Series, q: pd.Series, gpu: str | None,
+def roofline_for(wide_row: Mapping[str, float], q: Mapping[str, float], gpu: str | None,
                  measured_bandwidth: float | None = None) -> Roofline:
-    """Compute the roofline facts of one launch from its metrics and quantities."""
+    """Compute the roofline facts of one launch from its metrics and quantities.
+
+    ``wide_row`` and ``q`` map names to values with ``.get`` (a row of ``Report.wide()``
+    and of the quantity table, or a dict of :data:`ROOFLINE_METRICS`); absent names are
+    missing values.
+    """
     duration_s = _get(q, "duration_ns") * 1e-9
     flops = {p: _get(q, f"flops_{p}") for p in ("fp32", "fp64", "fp16", "tensor")}
     peaks: dict[str, float] = {}

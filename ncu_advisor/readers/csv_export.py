@@ -263,7 +263,7 @@ def _warn_skipped(lines: list[str], path: Path, warnings: list[str]) -> None:
 
 def _arrow_rows(body: bytes, header: list[str], width: int, path: Path,
                 warnings: list[str]) -> tuple[pd.DataFrame, list[list[str]], list[str]]:
-    """Parse rows ``width`` fields wide with pyarrow's multithreaded CSV reader.
+    """Parse rows ``width`` fields wide with pyarrow's CSV reader.
 
     Repeated columns (names, sections, units) become categoricals. Rows of the full header
     width (rule rows) come back parsed, in file order; other lines (prose and inline tables
@@ -288,7 +288,9 @@ def _arrow_rows(body: bytes, header: list[str], width: int, path: Path,
     try:
         table = pacsv.read_csv(
             pa.py_buffer(body),
-            read_options=pacsv.ReadOptions(column_names=names, use_threads=True,
+            # One thread: the handler collects rule rows, and threads parsing blocks at once
+            # called it out of file order (ncu's rule results came out in a random order).
+            read_options=pacsv.ReadOptions(column_names=names, use_threads=False,
                                            block_size=_block_size(body)),
             parse_options=pacsv.ParseOptions(invalid_row_handler=keep_long),
             convert_options=pacsv.ConvertOptions(column_types=types, strings_can_be_null=False,
@@ -512,7 +514,7 @@ def _raw_stream(stream, header: list[str], path: Path, warnings: list[str],
             skipped_rows[1] = row.text
         return "skip"
 
-    block = max(4 << 20, 4 * sum(map(len, header)))
+    block = max(1 << 20, 4 * sum(map(len, header)))
     try:
         reader = pacsv.open_csv(
             pa.PythonFile(stream, mode="r"),

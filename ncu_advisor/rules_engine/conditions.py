@@ -7,7 +7,7 @@ agreement with this one. A missing value never makes a comparison true (``not`` 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import pandas as pd
@@ -28,25 +28,40 @@ def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
 
 def condition_mask(cond, frame: pd.DataFrame) -> np.ndarray:
     """Evaluate a condition on every row of ``frame`` (columns are quantity names)."""
+    return _mask(cond, lambda name: _column(frame, name), len(frame))
+
+
+def _mask(cond, column: Callable[[str], np.ndarray], rows: int) -> np.ndarray:
+    """Evaluate a condition over ``rows`` rows; ``column(name)`` gives a quantity's values."""
     if isinstance(cond, All):
-        return np.logical_and.reduce([condition_mask(c, frame) for c in cond.all])
+        return np.logical_and.reduce([_mask(c, column, rows) for c in cond.all])
     if isinstance(cond, Any_):
-        return np.logical_or.reduce([condition_mask(c, frame) for c in cond.any])
+        return np.logical_or.reduce([_mask(c, column, rows) for c in cond.any])
     if isinstance(cond, Not):
-        return ~condition_mask(cond.not_, frame)
+        return ~_mask(cond.not_, column, rows)
     assert isinstance(cond, Comparison)
-    left = _column(frame, cond.q)
+    left = column(cond.q)
     rhs = getattr(cond, cond.op)
-    right = (_column(frame, rhs) if isinstance(rhs, str)
-             else np.full(len(frame), float(rhs))) * cond.times
+    right = (column(rhs) if isinstance(rhs, str) else np.full(rows, float(rhs))) * cond.times
     known = ~(np.isnan(left) | np.isnan(right))
     with np.errstate(invalid="ignore"):
         return _COMPARE[cond.op](left, right) & known
 
 
+def _number(value) -> float:
+    """One value as ``_column`` reads it (not a number: NaN)."""
+    if value is None:
+        return np.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return np.nan
+
+
 def holds(cond, values: Mapping[str, float]) -> bool:
     """Whether a condition holds for one set of quantity values (a one-row table)."""
-    return bool(condition_mask(cond, pd.DataFrame([dict(values)]))[0])
+    # The same evaluator on one row, without building a DataFrame (~0.3 ms each).
+    return bool(_mask(cond, lambda name: np.array([_number(values.get(name))]), 1)[0])
 
 
 def severity_levels(rule, frame: pd.DataFrame) -> np.ndarray:

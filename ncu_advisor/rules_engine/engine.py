@@ -6,6 +6,7 @@ Data rules are judged on all launches at once (:mod:`.conditions`); function rul
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -67,11 +68,19 @@ class Provenance:
 
     def source(self, rule: Rule, launch: int) -> str:
         """Where a finding of ``rule`` on ``launch`` takes its evidence from."""
-        if any(launch in self.from_ncu_rule.get(q, ()) for q in rule.needs):
-            return "ncu-rule"
-        if rule.category in self.ncu_categories.get(launch, ()):
-            return "both"
-        return "metrics"
+        return self.sources(rule)(launch)
+
+    def sources(self, rule: Rule) -> Callable[[int], str]:
+        """:meth:`source` for one rule, its needs looked up once (``launch -> source``)."""
+        stated = set().union(*(self.from_ncu_rule.get(q, ()) for q in rule.needs))
+
+        def source(launch: int) -> str:
+            if launch in stated:
+                return "ncu-rule"
+            if rule.category in self.ncu_categories.get(launch, ()):
+                return "both"
+            return "metrics"
+        return source
 
 
 def _unknown(name: str, quantities: pd.DataFrame, memo: dict) -> np.ndarray:
@@ -101,6 +110,12 @@ def _missing_inputs(name: str, row: int, memo: dict) -> list[str]:
     return [m for i in inputs for m in _missing_inputs(i, row, memo)]
 
 
+def _records(values: np.ndarray, rows: np.ndarray, columns: list[str]):
+    """Some rows of a float table as dicts of plain floats, one row at a time."""
+    for i in rows:
+        yield dict(zip(columns, values[i].tolist(), strict=True))
+
+
 def evaluate(rules: list[Rule], quantities: pd.DataFrame, launches: pd.DataFrame,
              provenance: Provenance | None = None,
              ) -> tuple[list[Finding], list[NotEvaluated]]:
@@ -115,6 +130,9 @@ def evaluate(rules: list[Rule], quantities: pd.DataFrame, launches: pd.DataFrame
     durations = dict(zip(launches["launch"], launches["duration_ns"], strict=True))
     index = quantities.index.to_numpy()
     unknown: dict[str, np.ndarray] = {}  # quantity -> where it is missing, shared by all rules
+    columns = quantities.columns.tolist()
+    numeric = all(dtype == np.float64 for dtype in quantities.dtypes)
+    table = quantities.to_numpy(dtype="float64") if numeric else None
     for rule in rules:
         if rule.function is not None:
             f, s = FUNCTIONS[rule.function](rule, quantities, launches)
@@ -131,12 +149,15 @@ def evaluate(rules: list[Rule], quantities: pd.DataFrame, launches: pd.DataFrame
         rows = np.flatnonzero(fires)
         if not len(rows):
             continue
-        firing = quantities.iloc[rows]
-        levels = severity_levels(rule, firing)
-        for level, (launch, values) in zip(levels, firing.iterrows(), strict=True):
+        levels = severity_levels(rule, quantities)[rows]  # row by row: no copy of the rows
+        # Plain dicts per firing row, one at a time (iterrows built a Series per row; all
+        # rows as dicts at once held ~5 KB per launch of a rule that fires everywhere).
+        records = (_records(table, rows, columns) if table is not None
+                   else (quantities.iloc[int(i)].to_dict() for i in rows))
+        source_of = provenance.sources(rule) if provenance is not None else None
+        for level, launch, values in zip(levels, index[rows].tolist(), records, strict=True):
             launch = int(launch)
-            values = values.to_dict()
-            source = provenance.source(rule, launch) if provenance is not None else "metrics"
+            source = source_of(launch) if source_of is not None else "metrics"
             # ncu's messages round their numbers and state only what crossed its thresholds.
             confidence = confidence_of(rule, values)
             if source == "ncu-rule":

@@ -205,6 +205,16 @@ def not_evaluated(rule: Rule, launch: int | None, missing_quantities: list[str])
     return NotEvaluated(rule.id, rule.category, metrics, collect_with(metrics), launch)
 
 
+@lru_cache(maxsize=512)
+def _stripped(text: str) -> str:
+    """A rule text without its surrounding blank lines, one object per text.
+
+    A text without fields then stays one string shared by all its findings (a copy per
+    finding was ~0.3 KB each on reports of 100,000 findings).
+    """
+    return text.strip()
+
+
 def make_finding(rule: Rule, values: Mapping[str, float], *, severity: str | None = None,
                  confidence: str | None = None, launch: int | None = None,
                  speedup_pct: float | None = None, duration_ns: float = float("nan"),
@@ -227,8 +237,8 @@ def make_finding(rule: Rule, values: Mapping[str, float], *, severity: str | Non
         evidence_source=evidence_source,
         title=title_prefix + fill_template(rule.title, values) + title_suffix,
         evidence={**(evidence or {}), **evidence_of(rule.evidence, values)},
-        advice=fill_template(rule.fix.strip(), values),
-        explanation=fill_template(rule.explanation.strip(), values),
+        advice=fill_template(_stripped(rule.fix), values),
+        explanation=fill_template(_stripped(rule.explanation), values),
         estimated_speedup_pct=speedup_pct, estimated_saving_ns=saving, demo=rule.demo,
         references=list(rule.references), launch=launch,
         kernel_ids=list(kernel_ids or []), launch_ids=list(launch_ids or []),

@@ -135,21 +135,27 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
     )
 
     findings = []
-    by_launch = launches.set_index("launch")  # once: per chain member it was quadratic
+    # Per launch lookups as dicts: a .loc per chain was most of this rule's time.
+    durations = dict(zip(launches["launch"].tolist(), launches["duration_ns"].tolist(),
+                         strict=True))
+    names_of = dict(zip(launches["launch"].tolist(), launches["short_name"].tolist(),
+                        strict=True))
+    ids_of = dict(zip(launches["launch"].tolist(), launches["id"].tolist(), strict=True))
+    position = {launch: i for i, launch in enumerate(q.index.tolist())}
     for chain in chains:
         # The rule file's confidence and severity steps read it: matching traffic alone
         # cannot prove one kernel consumes the other's output, a shared NVTX range can.
         in_one_range = all(_same_region(rows[chain[0]], rows[c]) for c in chain[1:])
-        sub = q.loc[chain]
         total = float(sum(reads[c] + writes[c] for c in chain))
         ideal = float(reads[chain[0]] + writes[chain[-1]])
-        duration = float(by_launch.loc[chain, "duration_ns"].sum())
+        duration = float(np.nansum(np.array([durations[c] for c in chain], dtype="float64")))
         pct = max(0.0, 1.0 - ideal / total) * 100.0 if total > 0 else None
         values = {"chain_length": float(len(chain)), "saving_pct": pct or 0.0,
                   "traffic_ratio": total / ideal if ideal else np.nan,
                   "chain_in_one_range": float(in_one_range)}
-        names = by_launch.loc[chain, "short_name"].tolist()
-        first = {**sub.iloc[0].to_dict(), **values}  # severity steps read the first kernel
+        names = [names_of[c] for c in chain]
+        # Severity and confidence steps read the first kernel.
+        first = {**q.iloc[position[chain[0]]].to_dict(), **values}
         findings.append(make_finding(
             rule, first, speedup_pct=pct, duration_ns=duration,
             title_suffix=": " + " -> ".join(names),
@@ -158,8 +164,7 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
                       "dram_bytes_fused": {"value": ideal, "unit": "byte",
                                            "label": "DRAM bytes if fused (first reads + last "
                                                     "writes)"}},
-            kernel_ids=[int(i) for i in by_launch.loc[chain, "id"]
-                        if not pd.isna(i)],
+            kernel_ids=[int(ids_of[c]) for c in chain if not pd.isna(ids_of[c])],
             launch_ids=[int(c) for c in chain]))
     unjudged = [c for c, ok in judgeable.items() if not ok and streams_memory.get(c, False)]
     if unjudged:  # say so instead of staying silent about them

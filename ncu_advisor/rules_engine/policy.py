@@ -25,14 +25,18 @@ _ALWAYS_KEPT = {"roofline"}
 def apply_policy(findings: list[Finding], launches: pd.DataFrame,
                  table: OriginTable) -> list[Finding]:
     """Adjust kernel findings for library origin and short launches (in place; returned)."""
-    by_launch = launches.set_index("launch")
+    # One dict per launch (a .loc row per finding was most of this step's time).
+    cols = [c for c in ("origin", "origin_label", "origin_library", "role", "duration_ns")
+            if c in launches]
+    by_launch = dict(zip(launches["launch"].tolist(),
+                         launches[cols].to_dict("records"), strict=True))
     for f in findings:
         if f.launch is None:
             _for_application_finding(f, by_launch, table)
             continue
-        if f.launch not in by_launch.index:
+        row = by_launch.get(f.launch)
+        if row is None:
             continue
-        row = by_launch.loc[f.launch]
         f.origin = row["origin"]
         if bool(row["origin_library"]) and f.category not in _ALWAYS_KEPT:
             _for_library_kernel(f, row, table)
@@ -45,7 +49,7 @@ def apply_policy(findings: list[Finding], launches: pd.DataFrame,
     return findings
 
 
-def _for_library_kernel(f: Finding, row: pd.Series, table: OriginTable) -> None:
+def _for_library_kernel(f: Finding, row: dict, table: OriginTable) -> None:
     label = row["origin_label"]
     advice = table.caller_advice.get(f.category)
     if advice is not None and (not advice.roles or row["role"] in advice.roles):
@@ -63,17 +67,19 @@ def _for_library_kernel(f: Finding, row: pd.Series, table: OriginTable) -> None:
                 "kernels you write, or at how this one is called (shapes, precision, layout).")
 
 
-def _for_application_finding(f: Finding, by_launch: pd.DataFrame, table: OriginTable) -> None:
+def _for_application_finding(f: Finding, by_launch: dict[int, dict],
+                             table: OriginTable) -> None:
     """Give a finding over several library launches (a fusion chain) its caller advice."""
-    rows = by_launch.loc[[i for i in f.launch_ids if i in by_launch.index]]
-    if rows.empty or not rows["origin_library"].all():
+    rows = [by_launch[i] for i in f.launch_ids if i in by_launch]
+    if not rows or not all(r["origin_library"] for r in rows):
         return
-    origins = rows["origin"].unique()
+    origins = list(dict.fromkeys(r["origin"] for r in rows))
     f.origin = origins[0] if len(origins) == 1 else None
     advice = table.caller_advice.get(f.category)
-    if advice is not None and (not advice.roles or rows["role"].isin(advice.roles).all()):
+    if advice is not None and (not advice.roles or all(r["role"] in advice.roles
+                                                       for r in rows)):
         f.advice = advice.text
-        labels = ", ".join(dict.fromkeys(rows["origin_label"]))
+        labels = ", ".join(dict.fromkeys(r["origin_label"] for r in rows))
         f.note = _join(f.note, f"{labels} kernels: advice is for the caller")
 
 
