@@ -66,13 +66,13 @@ class Analysis:
     report: Report
     quantities: pd.DataFrame
     rooflines: dict[int, Roofline]
-    occupancy: dict[int, dict]
+    occupancy: Mapping[int, dict]  # built per launch on access (derive/occupancy_report.py)
     findings: list[Finding]
     not_evaluated: list[NotEvaluated]
     rules: list[Rule]
     command: list[str] | None = None
     extra_session: dict = field(default_factory=dict)
-    launch_shapes: dict[int, dict] = field(default_factory=dict)
+    launch_shapes: Mapping[int, dict] = field(default_factory=dict)
     origins: pd.DataFrame | None = None  # per launch: origin, origin_label, role
     regions: list[Region] = field(default_factory=list)
 
@@ -163,10 +163,15 @@ class Analysis:
             counts[r.bound or "unknown"] += 1
         return counts
 
-    def to_dict(self, include_metrics: bool = False) -> dict:
-        """Return the JSON contract (``docs/json-contract.md``), schema_version 1."""
+    def to_dict(self, include_metrics: bool = False,
+                kernel_fields: tuple[str, ...] | None = None) -> dict:
+        """Return the JSON contract (``docs/json-contract.md``), schema_version 1.
+
+        ``kernel_fields``: the fields each ``kernels`` entry holds (None: all); the text
+        output reads a few, and every launch's whole entry was ~15 KB at 50,000 launches.
+        """
         document = self._document()
-        document["kernels"] = list(self.iter_kernels(include_metrics))
+        document["kernels"] = list(self.iter_kernels(include_metrics, kernel_fields))
         document["findings"] = [_json_safe(g) for g in self.ranked()]
         return document
 
@@ -230,9 +235,11 @@ class Analysis:
             "validity": self.validity,
         }
 
-    def iter_kernels(self, include_metrics: bool = False):
-        """Yield the JSON entry of each launch in order, one at a time."""
+    def iter_kernels(self, include_metrics: bool = False,
+                     fields: tuple[str, ...] | None = None):
+        """Yield the JSON entry of each launch in order, one at a time (only ``fields``)."""
         rep = self.report
+        wanted = (lambda name: True) if fields is None else frozenset(fields).__contains__
         rules_by_launch = _ncu_rules_by_launch(rep.ncu_rules)
         metrics_by_launch = ({int(k): g for k, g in rep.metrics.groupby("launch")}
                              if include_metrics else {})
@@ -266,19 +273,20 @@ class Analysis:
                     name: {"value": value, "unit": unit, "label": label}
                     for (name, unit, label), value in zip(described, qrow, strict=True)
                     if math.isfinite(value)
-                },
-                "roofline": self.rooflines[launch].to_dict(),
+                } if wanted("quantities") else None,
+                "roofline": self.rooflines[launch].to_dict() if wanted("roofline") else None,
                 "occupancy": self.occupancy[launch],
                 "launch_shape": self.launch_shapes.get(launch, {}),
                 "findings": [_finding_dict(f) for f in
-                             _most_severe_first(findings_by_launch.get(launch, []))],
+                             _most_severe_first(findings_by_launch.get(launch, []))]
+                if wanted("findings") else None,
                 "not_evaluated": skipped_by_launch.get(launch, []),
                 "ncu_rules": rules_by_launch.get(launch, []),
                 **origins.get(launch, _NO_ORIGIN),
             }
             if include_metrics:
                 entry["metrics"] = _metric_list(metrics_by_launch.get(launch))
-            yield entry
+            yield entry if fields is None else {name: entry[name] for name in fields}
 
 
 _NO_ORIGIN = {"origin": None, "origin_label": None, "role": None}
@@ -371,14 +379,6 @@ class _Row(Mapping):
         return default if i is None else float(self._values[i])
 
 
-def _rows(frame: pd.DataFrame, names: list[str]) -> dict[int, dict[str, float]]:
-    """Each row of ``frame`` (indexed by launch) as a dict of the ``names`` it has."""
-    cols = [c for c in dict.fromkeys(names) if c in frame.columns]
-    values = frame[cols].to_numpy(dtype="float64").tolist()
-    return {int(k): dict(zip(cols, v, strict=True))
-            for k, v in zip(frame.index.tolist(), values, strict=True)}
-
-
 def _with_launch_shape(report: Report) -> pd.DataFrame:
     """The wide metric view, with grid and block sizes filled from the launch table.
 
@@ -460,13 +460,17 @@ def analyze(report: Report, rules: list[Rule] | None = None,
                                         opt.groupby("launch")} if len(opt) else {})
     gpu = report.session.get("gpu")
     rooflines = {}
-    # Plain dicts of the few values read per launch: a .loc row per launch cost ~1 ms.
-    wide_rows = _rows(wide, list(ROOFLINE_METRICS))
+    # Rows of plain arrays read through a mapping: a .loc row per launch cost ~1 ms, and a
+    # dict per launch of the metrics read here ~1 KB (50 MB at 50,000 launches).
+    w_names = [name for name in dict.fromkeys(ROOFLINE_METRICS) if name in wide.columns]
+    w_values = wide[w_names].to_numpy(dtype="float64")
+    w_columns = {name: i for i, name in enumerate(w_names)}
+    w_position = {int(k): i for i, k in enumerate(wide.index.tolist())}
     q_values = quantities.to_numpy(dtype="float64")
     q_columns = {name: i for i, name in enumerate(quantities.columns.tolist())}
     q_position = {int(k): i for i, k in enumerate(quantities.index.tolist())}
     for launch in launches["launch"].tolist():
-        wrow = wide_rows[launch]
+        wrow = _Row(w_values[w_position[launch]], w_columns)
         qrow = _Row(q_values[q_position[launch]], q_columns)
         rooflines[launch] = roofline_for(wrow, qrow, gpu, measured_bandwidth)
     occupancy, shapes = launch_occupancy(report, quantities)

@@ -181,7 +181,10 @@ def analyze(
         else:
             write_files([(output, write)])
     else:
-        text = render(result.to_dict(include_metrics=include), format, top,
+        from .render.text import KERNEL_FIELDS
+
+        fields = KERNEL_FIELDS if format is OutputFormat.text else None
+        text = render(result.to_dict(include_metrics=include, kernel_fields=fields), format, top,
                       group_by=group_by.value if group_by else None)
         if output is None:
             typer.echo(text, nl=False)

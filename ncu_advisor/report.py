@@ -56,14 +56,7 @@ class Report:
 
     @cached_property
     def _wide(self) -> pd.DataFrame:
-        named = self.metrics.dropna(subset=["metric"])
-        # The same metric can appear in several sections (and several forms): the first wins.
-        named = named.drop_duplicates(subset=["launch", "metric"], keep="first")
-        wide = named.pivot(index="launch", columns="metric", values="value")
-        # Readers may hand metric names over as a categorical: plain names here, so that
-        # callers can add columns of their own.
-        wide.columns = pd.Index(wide.columns.astype(object), name="metric")
-        return wide.reindex(self.launches["launch"])
+        return _wide_view(self.metrics, self.launches["launch"])
 
     def wide(self) -> pd.DataFrame:
         """Return a launch x metric view of ``value`` (base units), indexed by ``launch``."""
@@ -106,6 +99,46 @@ class Report:
     def __repr__(self) -> str:
         return (f"Report({len(self.launches)} launches, {len(self.metrics)} metric values, "
                 f"{len(self.ncu_rules)} ncu rule results, sources={self.sources!r})")
+
+
+def _wide_view(metrics: pd.DataFrame, launches: pd.Series) -> pd.DataFrame:
+    """Launch x metric values: each value written into its cell of one float array.
+
+    A pivot copied the long table several times (sorting, duplicates, unstacking): at 1 GB
+    of raw export that was several hundred MB beside a table of ~200 MB. Columns come in
+    the order a pivot gave (category order for a categorical, else sorted); the same metric
+    in several sections (or forms) of one launch: the first row wins.
+    """
+    names = metrics["metric"]
+    if isinstance(names.dtype, pd.CategoricalDtype):
+        codes = names.cat.codes.to_numpy()
+        categories = names.cat.categories
+        used = np.zeros(len(categories), dtype=bool)
+        used[codes[codes >= 0]] = True
+        columns = categories[used].astype(object)
+        column_of = np.cumsum(used) - 1  # category code -> column, for used categories
+    else:
+        codes, columns = pd.factorize(names, sort=True)
+        column_of = np.arange(len(columns))
+    index = pd.Index(launches, name="launch")
+    row_of = metrics["launch"].to_numpy()
+    if not (len(index) and index.equals(pd.RangeIndex(len(index)))):
+        row_of = index.get_indexer(row_of)  # launch numbers that are not 0..n-1 (a view's)
+    keep = (codes >= 0) & (row_of >= 0) & (row_of < len(index))
+    values = metrics["value"].to_numpy()
+    if not keep.all():
+        codes, row_of, values = codes[keep], row_of[keep], values[keep]
+    cell = row_of.astype(np.int64) * len(columns)
+    cell += column_of[codes]
+    values = np.asarray(values, dtype="float64")
+    if not (cell[1:] > cell[:-1]).all():
+        # Repeats (or rows out of order): keep each cell's first row.
+        cell, first = np.unique(cell, return_index=True)
+        values = values[first]
+    table = np.full((len(index), len(columns)), np.nan)
+    table.ravel()[cell] = values
+    return pd.DataFrame(table, index=index,
+                        columns=pd.Index(list(columns), dtype=object, name="metric"))
 
 
 def subset(report: Report, launches: list[int]) -> Report:

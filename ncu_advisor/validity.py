@@ -117,8 +117,10 @@ def check_unavailable(report: Report, facts: dict, rules: list[Rule]) -> list[di
                           f"ncu could not collect {match.group(1)} metric(s) "
                           f"({', '.join(names[:4])}{', ...' if len(names) > 4 else ''}); "
                           f"{effect}."))
-    text = report.metrics["text"].astype(str).str.strip().str.lower()
-    na = report.metrics.loc[text.eq("n/a"), "metric"].dropna().unique().tolist()
+    # "n/a" parses to no number: only the (few) rows without a value are read as text.
+    unparsed = report.metrics.loc[report.metrics["value"].isna(), ["metric", "text"]]
+    text = unparsed["text"].astype(str).str.strip().str.lower()
+    na = unparsed.loc[text.eq("n/a"), "metric"].dropna().unique().tolist()
     if na:
         affected = _affected_rules(na, rules)
         effect = (f"rules affected: {', '.join(affected)}" if affected

@@ -10,11 +10,13 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import read_cached
 
 from ncu_advisor import ReportParseError, read_report
 from ncu_advisor.readers.common import parse_numbers, short_name
+from ncu_advisor.report import _wide_view
 from ncu_advisor.units import normalize_unit
 
 FORMS = Path(__file__).resolve().parent.parent / "sample_reports" / "forms"
@@ -181,6 +183,37 @@ def test_directory_reads_every_report_and_merges_exports_of_one_capture():
     # The eleven imports of forms_app.ncu-rep share process and IDs: one set of 9 launches.
     assert report.launches["process_id"].eq(2193).sum() == 9 + 9  # imports + summary
     assert per_source.sum() == len(report.launches)
+
+
+def _pivoted(report) -> pd.DataFrame:
+    """``Report.wide()`` as a pandas pivot builds it (the reference the scatter must match)."""
+    named = report.metrics.dropna(subset=["metric"])
+    named = named.drop_duplicates(subset=["launch", "metric"], keep="first")
+    wide = named.pivot(index="launch", columns="metric", values="value")
+    wide.columns = pd.Index(wide.columns.astype(object), name="metric")
+    return wide.reindex(report.launches["launch"])
+
+
+@pytest.mark.parametrize("paths", [
+    [FORMS / "forms_app.import.raw.csv"],  # categorical names, launch-major, no repeats
+    [FORMS / "forms_app.import.details.csv"],  # names as text, a metric in several sections
+    [FORMS],  # eleven exports of one capture merged: every cell given by several rows
+])
+def test_wide_view_is_the_pivot_of_the_long_table(paths):
+    report = read_cached(paths if len(paths) > 1 else paths[0])
+    expected = _pivoted(report)
+    pd.testing.assert_frame_equal(report.wide(), expected)
+    assert report.wide().notna().to_numpy().sum() == expected.notna().to_numpy().sum() > 0
+
+
+def test_wide_view_keeps_the_first_row_of_a_repeated_cell():
+    launches = pd.Series([5, 7], name="launch")
+    metrics = pd.DataFrame({"launch": [7, 5, 7, 9], "metric": ["b", "a", "b", np.nan],
+                            "value": [1.0, 2.0, 3.0, 4.0]})
+    wide = _wide_view(metrics, launches)
+    assert wide.columns.tolist() == ["a", "b"] and wide.index.tolist() == [5, 7]
+    assert wide.loc[7, "b"] == 1.0 and wide.loc[5, "a"] == 2.0
+    assert np.isnan(wide.loc[5, "b"]) and np.isnan(wide.loc[7, "a"])
 
 
 def test_string_metrics_keep_their_text(reference):

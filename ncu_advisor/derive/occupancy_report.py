@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
@@ -194,11 +195,15 @@ def _column(frame: pd.DataFrame, name: str) -> pd.Series:
     return frame[name] if name in frame.columns else pd.Series(np.nan, index=frame.index)
 
 
+def _ncu_limit_columns(wide: pd.DataFrame) -> dict[str, list[int | None]]:
+    """Per resource: the block limits ncu reported (``launch__occupancy_limit_*``)."""
+    return {k: _ints(_column(wide, m)) for k, m in NCU_LIMIT_METRICS.items()}
+
+
 def _ncu_limits(wide: pd.DataFrame) -> list[dict[str, int | None]]:
     """Per launch: the block limits ncu reported (``launch__occupancy_limit_*``)."""
-    columns = {k: _ints(_column(wide, m)) for k, m in NCU_LIMIT_METRICS.items()}
-    return [dict(zip(columns, values, strict=True))
-            for values in zip(*columns.values(), strict=True)]
+    rows = _Rows(_ncu_limit_columns(wide))
+    return [rows[i] for i in range(len(rows))]
 
 
 def limiter_of(limits: dict[str, int | None]) -> str | None:
@@ -239,11 +244,12 @@ def launch_occupancy(report: Report, quantities: pd.DataFrame,
         shapes = launch_shape_from_report(report, table)
     except (KeyError, ValueError, TypeError):  # a report without the launch metrics
         table, shapes = pd.DataFrame(index=launches), None
-    limits = _ncu_limits(report.wide().reindex(launches))
+    limit_columns = _ncu_limit_columns(report.wide().reindex(launches))
+    limits = _Rows(limit_columns)
     columns = {
         "theoretical_pct": _floats(_column(quantities, "theoretical_occupancy_pct")),
         "achieved_pct": _floats(_column(quantities, "achieved_occupancy_pct")),
-        "limiter": [limiter_of(x) for x in limits],
+        "limiter": [limiter_of(limits[i]) for i in range(len(launches))],
         "limits": limits,
         "registers_per_thread": _ints(_column(quantities, "registers_per_thread")),
         "shared_mem_per_block": _floats(_column(quantities, "shared_mem_per_block")),
@@ -255,9 +261,7 @@ def launch_occupancy(report: Report, quantities: pd.DataFrame,
         "calc_limiter": [v if isinstance(v, str) else None
                          for v in _column(table, "calc_limiter")],
     }
-    entries = {int(launch): dict(zip(columns, values, strict=True))
-               for launch, values in zip(launches, zip(*columns.values(), strict=True),
-                                         strict=True)}
+    entries = LaunchEntries(launches, _Rows(columns))
     if shapes is None:
         return entries, {}
     fields = [c for c in _SHAPE_FIELDS if c in shapes.columns]
@@ -265,7 +269,44 @@ def launch_occupancy(report: Report, quantities: pd.DataFrame,
     if "small_grid" in shape_columns:
         shape_columns["small_grid"] = [None if pd.isna(v) else bool(v)
                                        for v in shapes["small_grid"]]
-    return entries, {int(launch): dict(zip(shape_columns, values, strict=True))
-                     for launch, values in zip(shapes.index,
-                                               zip(*shape_columns.values(), strict=True),
-                                               strict=True)}
+    return entries, LaunchEntries(shapes.index, _Rows(shape_columns))
+
+
+class _Rows:
+    """Columns of per-launch values; row ``i`` is a new dict each time it is asked for.
+
+    A dict per launch (and per nested entry) held ~1 KB a launch until the output was
+    written: ~100 MB for the occupancy and launch-shape entries at 50,000 launches.
+    """
+
+    __slots__ = ("_names", "_columns", "_length")
+
+    def __init__(self, columns: dict[str, list]) -> None:
+        self._names = list(columns)
+        self._columns = list(columns.values())
+        self._length = len(self._columns[0]) if self._columns else 0
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, i: int) -> dict:
+        return {name: column[i] for name, column in zip(self._names, self._columns, strict=True)}
+
+
+class LaunchEntries(Mapping):
+    """Launch number -> its JSON entry (a dict), built from columns when read."""
+
+    __slots__ = ("_position", "_rows")
+
+    def __init__(self, launches, rows: _Rows) -> None:
+        self._position = {int(launch): i for i, launch in enumerate(launches)}
+        self._rows = rows
+
+    def __getitem__(self, launch: int) -> dict:
+        return self._rows[self._position[launch]]
+
+    def __iter__(self):
+        return iter(self._position)
+
+    def __len__(self) -> int:
+        return len(self._position)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import gzip
 import os
 import re
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ..errors import ReportParseError
 from ..report import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, Report
@@ -258,6 +260,29 @@ def _merge_same_launches(report: Report) -> Report:
     )
 
 
+def _malloc_trim():
+    """Return the C library's ``malloc_trim`` (glibc; None elsewhere: macOS, musl, Windows)."""
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def release_freed_memory() -> None:
+    """Hand the memory that reading freed back to the system.
+
+    Arrow's allocator keeps the blocks of the streaming reader, and glibc the heap pages of
+    freed arrays (its mmap threshold rises after the first large free): at 1 GB of raw
+    export that was ~150 MB of resident memory holding nothing, under all the analysis adds.
+    """
+    pa.default_memory_pool().release_unused()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
 def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
                 progress: Callable[[int, int, Path], None] | None = None,
                 metrics: Iterable[str] | None = None) -> Report:
@@ -343,6 +368,7 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
     report.launches["duration_ns"] = report.launches["duration_ns"].astype("float64")
     report.launches["invocations"] = (
         pd.to_numeric(report.launches["invocations"]).fillna(1).astype(np.int64))
+    release_freed_memory()
     return report
 
 

@@ -32,6 +32,11 @@ def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 1)] + "…"
 
 
+# The fields of a ``kernels`` entry render_text reads (Analysis.to_dict builds only these).
+KERNEL_FIELDS = ("id", "launch", "source", "name", "invocations", "duration_ns", "time_share",
+                 "roofline", "not_evaluated")
+
+
 def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
     """Render the launches ranked by GPU time and the top findings."""
     width = width or min(shutil.get_terminal_size((100, 24)).columns, 120)
