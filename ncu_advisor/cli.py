@@ -315,17 +315,14 @@ def rules_cmd(
     typer.echo(f"\n{len(loaded)} rules; `ncu-advise rules ID` shows one in full.")
 
 
-def _load_analysis(rules: list[Path] | None, loaded: dict[str, object]) -> None:
+def _load_analysis(rules: list[Path] | None) -> list:
     """Import the analysis and renderers and load the rules (run in a thread during ncu)."""
-    try:
-        from .analysis import analyze  # noqa: F401 - imported for its start-up cost
-        from .render.html import render_html  # noqa: F401
-        from .render.text import render_text  # noqa: F401
-        from .rules_engine.loader import load_rules
+    from .analysis import analyze  # noqa: F401 - imported for its start-up cost
+    from .render.html import render_html  # noqa: F401
+    from .render.text import render_text  # noqa: F401
+    from .rules_engine.loader import load_rules
 
-        loaded["rules"] = load_rules(rules)
-    except NcuAdviseError as exc:
-        loaded["error"] = exc
+    return load_rules(rules)
 
 
 def _read_profiled(result, metrics=None):
@@ -381,15 +378,11 @@ def profile_cmd(
         show_default=False)] = None,
 ) -> None:
     """Profile a program with ncu and write report.html + report.json."""
-    import threading
-
-    from .profile import run_profile
+    from .profile import in_background, run_profile
 
     # The analysis, its rules and the renderers load while the program runs under ncu, so
     # that their start-up is not added to the run (a bad rule file still fails: below).
-    loaded: dict[str, object] = {}
-    warm_up = threading.Thread(target=_load_analysis, args=(rules, loaded), daemon=True)
-    warm_up.start()
+    warm_up = in_background(_load_analysis, rules)
     args = list(ctx.args)
     extra: list[str] = []
     if "--" in args:
@@ -404,9 +397,7 @@ def profile_cmd(
                          extra=tuple(extra), export_csv=csv)
     timings = dict(result.timings)
     started = time.monotonic()
-    warm_up.join()
-    if "error" in loaded:
-        raise loaded["error"]
+    loaded_rules = warm_up.result()
     from .analysis import analyze as run_analysis
     from .metric_use import analysis_metrics
     from .render.html import render_html
@@ -424,7 +415,7 @@ def profile_cmd(
         timings["export"] = result.timings["export"]
         timings["read"] -= timings["export"]
     started = time.monotonic()
-    analysis = run_analysis(report, rules=loaded["rules"], command=[program, *args])
+    analysis = run_analysis(report, rules=loaded_rules, command=[program, *args])
     analysis.extra_session.update(result.session_facts())
     analysis.extra_session["program_exit_code"] = result.program_exit_code
     data = analysis.to_dict(include_metrics=include)

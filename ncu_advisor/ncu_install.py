@@ -138,13 +138,6 @@ def ncu_version(ncu: str | os.PathLike[str]) -> str:
     return match.group(1) if match else "unknown"
 
 
-def _ask_version(ncu: Path, answer: dict[str, object]) -> None:
-    try:
-        answer["version"] = ncu_version(ncu)
-    except NcuNotFoundError as exc:
-        answer["error"] = exc
-
-
 def version_warnings(version: str) -> list[str]:
     """Return one-line warnings about an ncu version (empty when it is recent enough)."""
     if version == "unknown":

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import os
 import shlex
-import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from . import collect
 from .errors import ProfilingError
@@ -49,7 +50,6 @@ from .ncu_command import (
 )
 from .ncu_install import (
     MIN_NCU_VERSION,
-    _ask_version,
     can_read_ncu_rep,
     find_ncu,
     ncu_version,
@@ -71,6 +71,7 @@ __all__ = [
     "version_warnings",
 ]
 
+T = TypeVar("T")
 _PERM_MESSAGE = (
     "the GPU performance counters are restricted to admin users (ERR_NVGPUCTRPERM): run with "
     "sudo, or add 'options nvidia NVreg_RestrictProfilingToAdminUsers=0' to a file in "
@@ -164,6 +165,14 @@ def _nothing_profiled(
     return f"nothing was profiled: {why}"
 
 
+def in_background(fn: Callable[..., T], *args: object) -> Future[T]:
+    """Start ``fn(*args)`` in a thread; ``.result()`` returns its value or raises its error."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(fn, *args)
+    pool.shutdown(wait=False)  # the call already submitted still runs
+    return future
+
+
 def run_profile(
     program: str | os.PathLike[str],
     args: Sequence[str | os.PathLike[str]] = (),
@@ -214,9 +223,7 @@ def run_profile(
     ncu_path = Path(ncu) if ncu is not None else find_ncu()
     # `ncu --version` starts ncu once more (a noticeable share of a short run): it runs beside
     # the profiling run, and its answer is needed only afterwards.
-    asked: dict[str, object] = {}
-    version_query = threading.Thread(target=_ask_version, args=(ncu_path, asked), daemon=True)
-    version_query.start()
+    version_query = in_background(ncu_version, ncu_path)
     warnings: list[str] = []
     program_arg = _resolve_program(str(program))
     args = [str(a) for a in args]
@@ -244,10 +251,8 @@ def run_profile(
     started = time.monotonic()
     returncode, output, interrupted = _run_ncu(cmd, log_path, _Display(progress, launch_count))
     timings = {"ncu": time.monotonic() - started}
-    version_query.join()
-    if "error" in asked:
-        raise asked["error"]  # ncu cannot run at all: say so rather than "no report"
-    version = str(asked["version"])
+    # Raises ncu --version's own error: ncu cannot run at all, said rather than "no report".
+    version = version_query.result()
     warnings[:0] = version_warnings(version)
 
     if output.permission_denied:
