@@ -15,12 +15,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from test_advise_set import DEMO_NAMES, FOREIGN_NAMES, _files, findings_of  # noqa: E402
+from test_advise_set import DEMO_NAMES, FOREIGN_NAMES, _files, findings_of, reduced  # noqa: E402
 
 from ncu_advisor import collect  # noqa: E402
 from ncu_advisor.analysis import analyze  # noqa: E402
 from ncu_advisor.readers import read_report  # noqa: E402
-from ncu_advisor.report import Report  # noqa: E402
 
 TENSOR = [f"sm__ops_path_tensor_src_{s}.sum" for s in
           ("fp16", "bf16_dst_fp32", "tf32_dst_fp32", "fp64", "int8")] + [
@@ -33,15 +32,6 @@ PER_INSTRUCTION = ["inst_executed", "thread_inst_executed", "memory_type", "memo
 GROUPS = {"tensor paths": TENSOR, "per-instruction": PER_INSTRUCTION}
 PIPE = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"
 PEAK = "sm__ops_path_tensor_op_hgmma_src_fp16_sparsity_off.sum.peak_sustained"
-
-
-def reduced(report: Report, drop: list[str]) -> Report:
-    keep = set(collect.advisor_metrics()) - set(drop)
-    metrics = report.metrics[report.metrics["metric"].isin(keep)].reset_index(drop=True)
-    rules = report.ncu_rules[report.ncu_rules["section"].isin(collect.RULE_SECTIONS)]
-    return Report(launches=report.launches.copy(), metrics=metrics,
-                  ncu_rules=rules.reset_index(drop=True), session=dict(report.session),
-                  sources=list(report.sources), warnings=list(report.warnings))
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ Two checks:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -40,9 +41,9 @@ def _files(name: str) -> list[Path]:
     return [next(folder.glob(f"{name}.{page}.csv*")) for page in ("raw", "details")]
 
 
-def reduced(report: Report) -> Report:
-    """The report as the advisor set would have collected it."""
-    keep = set(collect.advisor_metrics())
+def reduced(report: Report, leave_out: Iterable[str] = ()) -> Report:
+    """The report as the advisor set (less ``leave_out``) would have collected it."""
+    keep = set(collect.advisor_metrics()) - set(leave_out)
     metrics = report.metrics[report.metrics["metric"].isin(keep)].reset_index(drop=True)
     rules = report.ncu_rules[report.ncu_rules["section"].isin(collect.RULE_SECTIONS)]
     return Report(launches=report.launches.copy(), metrics=metrics,
