@@ -163,28 +163,45 @@ def _device_roofs(
     return compute, memory
 
 
-def _clean_svg(svg: str, points: list[RooflinePoint]) -> str:
-    """Turn matplotlib's standalone SVG into an inline fragment with tooltips on the points."""
+def inline_svg(fig: Any, title_id: str, title: str,
+               tips: Mapping[str, tuple[str, str]]) -> str:
+    """Save a matplotlib figure as an inline ``<svg>`` fragment for an HTML page.
+
+    Args:
+        fig: the figure (call inside the ``rc_context`` it was drawn in).
+        title_id: the id of the chart's ``<title>`` (``aria-labelledby``).
+        title: what the chart shows, for screen readers and as its tooltip.
+        tips: per plotted group (its ``gid``): extra attributes for the ``<g>`` and its
+            tooltip text (escaped here).
+
+    """
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg",
+                metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
+    svg = buf.getvalue()
     svg = svg[svg.index("<svg"):]
     # Comments hold mathtext sources; the global "*" style would leak into the page.
     svg = re.sub(r"<!--.*?-->", "", svg, flags=re.DOTALL)
     svg = re.sub(r"<defs>\s*<style[^>]*>.*?</style>\s*</defs>", "", svg, flags=re.DOTALL)
     # Let the page choose the font (matplotlib writes its long fallback list on every text).
     svg = re.sub(r"font-family: [^;\"]*;?\s*", "", svg)
-    svg = svg.replace("<svg ", '<svg class="roofline" role="img" aria-labelledby="rl-title" ', 1)
+    svg = svg.replace("<svg ", f'<svg class="roofline" role="img" aria-labelledby="{title_id}" ',
+                      1)
     svg = re.sub(r'\s(width|height)="[\d.]+pt"', "", svg, count=2)
-    svg = svg.replace(">", '><title id="rl-title">Roofline: achieved FLOP/s against '
-                           "arithmetic intensity for each kernel</title>", 1)
-    for point in points:
-        tip = html.escape(
-            f"{point.name}\n{_si(point.flops, 'FLOP/s')} at {point.intensity:.3g} FLOP/byte, "
-            f"{point.share * 100:.1f}% of GPU time, {point.bound} bound", quote=True)
-        svg = svg.replace(
-            f'<g id="rl-pt-{point.index}">',
-            f'<g id="rl-pt-{point.index}" class="rl-pt" data-kernel="{point.index}">'
-            f"<title>{tip}</title>", 1)
+    svg = svg.replace(">", f'><title id="{title_id}">{html.escape(title)}</title>', 1)
+    for gid, (attributes, tip) in tips.items():
+        svg = svg.replace(f'<g id="{gid}">', f'<g id="{gid}"{attributes}>'
+                          f"<title>{html.escape(tip, quote=True)}</title>", 1)
     # Trim trailing spaces matplotlib leaves on path data lines; keeps the file small.
     return re.sub(r"[ \t]+\n", "\n", svg).strip() + "\n"
+
+
+def _point_tips(points: list[RooflinePoint]) -> dict[str, tuple[str, str]]:
+    """Each kernel point's tooltip, and the attributes the page's script finds it by."""
+    return {f"rl-pt-{p.index}": (
+        f' class="rl-pt" data-kernel="{p.index}"',
+        f"{p.name}\n{_si(p.flops, 'FLOP/s')} at {p.intensity:.3g} FLOP/byte, "
+        f"{p.share * 100:.1f}% of GPU time, {p.bound} bound") for p in points}
 
 
 def roofline_axes(xs: list[float], ys: list[float], compute: Mapping[str, float],
@@ -304,10 +321,8 @@ def roofline_svg(result: Mapping[str, Any]) -> str | None:
         if points:
             ax.legend(loc="lower right", frameon=False, fontsize=7.5, handletextpad=0.2)
 
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg",
-                    metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
-    return _clean_svg(buf.getvalue(), points)
+        return inline_svg(fig, "rl-title", "Roofline: achieved FLOP/s against arithmetic "
+                          "intensity for each kernel", _point_tips(points))
 
 
 def _marker_size(point: RooflinePoint) -> float:

@@ -8,9 +8,6 @@ own code (the per-kernel time chart as SVG in the template, the roofline with ma
 
 from __future__ import annotations
 
-import html
-import io
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +22,7 @@ from .charts import (
     _positive,
     _si,
     draw_compute_roofs,
+    inline_svg,
     roofline_axes,
 )
 from .formats import as_number
@@ -224,22 +222,10 @@ def roofline_diff_svg(data: Mapping[str, Any]) -> str | None:
         ax.plot([], [], "o", color="white", markeredgecolor=BEFORE_COLOR, label="before")
         ax.plot([], [], "o", color=AFTER_COLOR, markeredgecolor="white", label="after")
         ax.legend(loc="lower right", frameon=False, fontsize=7.5, handletextpad=0.3)
-        buf = io.StringIO()
-        fig.savefig(buf, format="svg",
-                    metadata={"Date": None, "Creator": None, "Format": None, "Type": None})
-    svg = buf.getvalue()
-    svg = svg[svg.index("<svg"):]
-    svg = re.sub(r"<!--.*?-->", "", svg, flags=re.DOTALL)
-    svg = re.sub(r"<defs>\s*<style[^>]*>.*?</style>\s*</defs>", "", svg, flags=re.DOTALL)
-    svg = re.sub(r"font-family: [^;\"]*;?\s*", "", svg)
-    svg = svg.replace("<svg ", '<svg class="roofline" role="img" aria-labelledby="rd-title" ', 1)
-    svg = re.sub(r'\s(width|height)="[\d.]+pt"', "", svg, count=2)
-    svg = svg.replace(">", '><title id="rd-title">Both runs on one roofline: each kernel before '
-                           "(hollow) and after (filled)</title>", 1)
-    for n, (side, x, y, name, _index) in enumerate(points):
-        tip = html.escape(f"{side}: {name}\n{_si(y, 'FLOP/s')} at {x:.3g} FLOP/byte", quote=True)
-        svg = svg.replace(f'<g id="rd-pt-{n}">', f'<g id="rd-pt-{n}"><title>{tip}</title>', 1)
-    return re.sub(r"[ \t]+\n", "\n", svg).strip() + "\n"
+        tips = {f"rd-pt-{n}": ("", f"{side}: {name}\n{_si(y, 'FLOP/s')} at {x:.3g} FLOP/byte")
+                for n, (side, x, y, name, _index) in enumerate(points)}
+        return inline_svg(fig, "rd-title", "Both runs on one roofline: each kernel before "
+                          "(hollow) and after (filled)", tips)
 
 
 def build_diff_page(data: Mapping[str, Any]) -> DiffPage:
