@@ -8,6 +8,7 @@
 #   variant each candidate metric list in scripts/probe/variants/ (what dropping or adding a
 #           group costs or saves).
 # PHASES (default "stock cumul single variant") picks the phases.
+# The lists are written by scripts/probe/make_lists.py.
 # Writes $OUT/pass_greedy.tsv (phase, name, passes, seconds) as it goes; stops a phase when
 # BUDGET seconds (default 420) are spent.
 set -u
