@@ -19,7 +19,7 @@ from .derive.ncu_evidence import ncu_rule_categories, ncu_rule_quantities
 from .derive.occupancy_report import launch_occupancy
 from .derive.origin import origin_table
 from .derive.quantities import compute_with_provenance, label_of, unit_of
-from .derive.roofline import ROOFLINE_METRICS, Roofline, roofline_for
+from .derive.roofline import Roofline, Rooflines
 from .derive.source_lines import attribute
 from .regions import Region, summarize_regions
 from .report import Report
@@ -65,7 +65,7 @@ class Analysis:
 
     report: Report
     quantities: pd.DataFrame
-    rooflines: dict[int, Roofline]
+    rooflines: Mapping[int, Roofline]  # computed per launch when read (derive/roofline.py)
     occupancy: Mapping[int, dict]  # built per launch on access (derive/occupancy_report.py)
     findings: list[Finding]
     not_evaluated: list[NotEvaluated]
@@ -156,11 +156,16 @@ class Analysis:
                     table.index.tolist(), table["origin"].tolist(),
                     table["origin_label"].tolist(), table["role"].tolist(), strict=True)}
 
+    def _bounds(self) -> Mapping[int, str | None]:
+        """Each launch's bound (kept by :class:`Rooflines`; computed for another mapping)."""
+        bound = getattr(self.rooflines, "bound", None)
+        return bound if bound is not None else {k: r.bound for k, r in self.rooflines.items()}
+
     def bounds(self) -> dict[str, int]:
         """How many launches are memory-, compute-, latency-bound or unknown."""
         counts = {"memory": 0, "compute": 0, "latency": 0, "unknown": 0}
-        for r in self.rooflines.values():
-            counts[r.bound or "unknown"] += 1
+        for bound in self._bounds().values():
+            counts[bound or "unknown"] += 1
         return counts
 
     def to_dict(self, include_metrics: bool = False,
@@ -211,7 +216,7 @@ class Analysis:
                 "short_name": row["short_name"], "name": row["name"],
                 "duration_ns": _num(row["duration_ns"]), "time_share": _num(share),
                 "invocations": int(row["invocations"]),
-                "bound": self.rooflines[int(row["launch"])].bound})
+                "bound": self._bounds()[int(row["launch"])]})
         session = {k: v for k, v in rep.session.items() if k != "ncu_messages"}
         session.update(self.extra_session)
         return {
@@ -315,7 +320,7 @@ def _json_safe(obj):
         return {k: _json_safe(v) for k, v in obj.items()}
     if kind is list:
         return [_json_safe(v) for v in obj]
-    if isinstance(obj, dict):
+    if isinstance(obj, Mapping):  # a dict subclass, or a finding's Evidence
         return {k: _json_safe(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
         return [_json_safe(v) for v in obj]
@@ -354,29 +359,6 @@ def _metric_list(frame: pd.DataFrame | None) -> list[dict]:
     frame = frame.drop_duplicates(subset=["metric", "label", "section"])
     records = frame[cols].astype(object).where(frame[cols].notna(), None).to_dict("records")
     return [_json_safe(r) for r in records]
-
-
-class _Row(Mapping):
-    """One launch's quantities as a read-only mapping over a row of the table's values."""
-
-    __slots__ = ("_values", "_columns")
-
-    def __init__(self, values: np.ndarray, columns: dict[str, int]) -> None:
-        self._values, self._columns = values, columns
-
-    def __getitem__(self, name: str) -> float:
-        return float(self._values[self._columns[name]])
-
-    def __iter__(self):
-        return iter(self._columns)
-
-    def __len__(self) -> int:
-        return len(self._columns)
-
-    def get(self, name: str, default=None):
-        """The value of quantity ``name`` (``default`` when the table has no such column)."""
-        i = self._columns.get(name)
-        return default if i is None else float(self._values[i])
 
 
 def _with_launch_shape(report: Report) -> pd.DataFrame:
@@ -458,27 +440,13 @@ def analyze(report: Report, rules: list[Rule] | None = None,
     opt = ncu_rule_categories(report.ncu_rules)
     provenance = Provenance(from_rule, {int(k): set(g["category"]) for k, g in
                                         opt.groupby("launch")} if len(opt) else {})
-    gpu = report.session.get("gpu")
-    rooflines = {}
-    # Rows of plain arrays read through a mapping: a .loc row per launch cost ~1 ms, and a
-    # dict per launch of the metrics read here ~1 KB (50 MB at 50,000 launches).
-    w_names = [name for name in dict.fromkeys(ROOFLINE_METRICS) if name in wide.columns]
-    w_values = wide[w_names].to_numpy(dtype="float64")
-    w_columns = {name: i for i, name in enumerate(w_names)}
-    w_position = {int(k): i for i, k in enumerate(wide.index.tolist())}
-    q_values = quantities.to_numpy(dtype="float64")
-    q_columns = {name: i for i, name in enumerate(quantities.columns.tolist())}
-    q_position = {int(k): i for i, k in enumerate(quantities.index.tolist())}
-    for launch in launches["launch"].tolist():
-        wrow = _Row(w_values[w_position[launch]], w_columns)
-        qrow = _Row(q_values[q_position[launch]], q_columns)
-        rooflines[launch] = roofline_for(wrow, qrow, gpu, measured_bandwidth)
+    rooflines = Rooflines(wide, quantities, report.session.get("gpu"), measured_bandwidth)
     occupancy, shapes = launch_occupancy(report, quantities)
     findings, skipped = evaluate(rules, quantities, launches, provenance)
     skipped = _point_to_raw_export(skipped, report)
     findings = apply_policy(findings, launches, origin_table(origins))
     attribute(findings, report.source_lines)
-    regions = summarize_regions(launches, {k: r.bound for k, r in rooflines.items()}, findings)
+    regions = summarize_regions(launches, rooflines.bound, findings)
     return Analysis(report=report, quantities=quantities, rooflines=rooflines,
                     occupancy=occupancy, findings=findings, not_evaluated=skipped, rules=rules,
                     command=command, launch_shapes=shapes, regions=regions,

@@ -62,6 +62,14 @@ class Report:
         """Return a launch x metric view of ``value`` (base units), indexed by ``launch``."""
         return self._wide
 
+    def set_wide(self, wide: pd.DataFrame) -> None:
+        """Give the wide view a reader already holds (a raw page is launch x metric).
+
+        It must be what :meth:`wide` would build from ``metrics``: one row per launch in
+        order, the used metric names in category order (``tests/test_readers.py`` checks).
+        """
+        self.__dict__["_wide"] = wide
+
     def units(self) -> dict[str, str]:
         """Return the base unit of each metric name."""
         named = self.metrics.dropna(subset=["metric"]).drop_duplicates("metric")
@@ -76,7 +84,15 @@ class Report:
         launch read from one of those too (details + raw of one capture) is not body-only.
         Where a metric such a launch lacks is: the raw page of the same capture, first.
         """
-        sectionless = self.metrics.loc[self.metrics["section"].isna(), "launch"].unique()
+        # Plain arrays: a .loc over the long table copied it (~150 MB at 1 GB of export).
+        sections = self.metrics["section"]
+        no_section = (sections.cat.codes.to_numpy() < 0
+                      if isinstance(sections.dtype, pd.CategoricalDtype)
+                      else sections.isna().to_numpy())
+        launch_of = self.metrics["launch"].to_numpy()
+        sectionless = np.unique(np.concatenate(
+            [np.unique(launch_of[i:i + _WIDE_SLICE][no_section[i:i + _WIDE_SLICE]])
+             for i in range(0, len(launch_of), _WIDE_SLICE)] or [launch_of[:0]]))
         launches = self.launches["launch"]
         return pd.Series(~launches.isin(sectionless).to_numpy(), index=launches.to_numpy())
 
@@ -87,8 +103,9 @@ class Report:
 
     def text(self, launch: int, metric: str) -> str | None:
         """Return a metric's exported text (for string metrics such as the GPU name)."""
-        rows = self.metrics[(self.metrics["launch"] == launch) & (self.metrics["metric"] == metric)]
-        return None if rows.empty else str(rows["text"].iloc[0])
+        rows = np.flatnonzero(((self.metrics["launch"] == launch)
+                               & (self.metrics["metric"] == metric)).to_numpy())
+        return None if not len(rows) else str(self.metrics["text"].iloc[int(rows[0])])
 
     @property
     def total_duration_ns(self) -> float:
@@ -99,6 +116,9 @@ class Report:
     def __repr__(self) -> str:
         return (f"Report({len(self.launches)} launches, {len(self.metrics)} metric values, "
                 f"{len(self.ncu_rules)} ncu rule results, sources={self.sources!r})")
+
+
+_WIDE_SLICE = 1 << 20  # long-table rows turned into cells at a time
 
 
 def _wide_view(metrics: pd.DataFrame, launches: pd.Series) -> pd.DataFrame:
@@ -121,22 +141,30 @@ def _wide_view(metrics: pd.DataFrame, launches: pd.Series) -> pd.DataFrame:
         codes, columns = pd.factorize(names, sort=True)
         column_of = np.arange(len(columns))
     index = pd.Index(launches, name="launch")
-    row_of = metrics["launch"].to_numpy()
+    positions = None
     if not (len(index) and index.equals(pd.RangeIndex(len(index)))):
-        row_of = index.get_indexer(row_of)  # launch numbers that are not 0..n-1 (a view's)
-    keep = (codes >= 0) & (row_of >= 0) & (row_of < len(index))
+        positions = index  # launch numbers that are not 0..n-1 (a view's)
+    launch_of = metrics["launch"].to_numpy()
     values = metrics["value"].to_numpy()
-    if not keep.all():
-        codes, row_of, values = codes[keep], row_of[keep], values[keep]
-    cell = row_of.astype(np.int64) * len(columns)
-    cell += column_of[codes]
-    values = np.asarray(values, dtype="float64")
-    if not (cell[1:] > cell[:-1]).all():
-        # Repeats (or rows out of order): keep each cell's first row.
-        cell, first = np.unique(cell, return_index=True)
-        values = values[first]
     table = np.full((len(index), len(columns)), np.nan)
-    table.ravel()[cell] = values
+    flat = table.reshape(-1)
+    filled = np.zeros(flat.size, dtype=bool)  # where a cell was written: the first row wins
+    # In slices: whole-table temporaries (row, column, cell, mask) were ~4 arrays of 8 bytes
+    # a value, several hundred MB at 1 GB of export.
+    for start in range(0, len(metrics), _WIDE_SLICE):
+        part = slice(start, start + _WIDE_SLICE)
+        row_of = launch_of[part] if positions is None else positions.get_indexer(launch_of[part])
+        code = codes[part]
+        keep = (code >= 0) & (row_of >= 0) & (row_of < len(index))
+        cell = row_of[keep].astype(np.int64) * len(columns)
+        cell += column_of[code[keep]]
+        value = np.asarray(values[part][keep], dtype="float64")
+        if not (cell[1:] > cell[:-1]).all():  # repeats, or rows out of order
+            cell, first = np.unique(cell, return_index=True)
+            value = value[first]
+        new = ~filled[cell]
+        flat[cell[new]] = value[new]
+        filled[cell[new]] = True
     return pd.DataFrame(table, index=index,
                         columns=pd.Index(list(columns), dtype=object, name="metric"))
 

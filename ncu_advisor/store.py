@@ -299,7 +299,7 @@ def _finding_rows(analysis: Analysis) -> pa.Table:
             "title": f.title, "advice": f.advice,
             "estimated_speedup_pct": f.estimated_speedup_pct,
             "estimated_saving_ns": f.estimated_saving_ns, "demo": f.demo,
-            "evidence": json.dumps(f.evidence, default=str),
+            "evidence": json.dumps(dict(f.evidence), default=str),
             "launch_ids": [int(x) for x in (f.launch_ids or [])],
         })
     return pa.Table.from_pylist(rows, schema=SCHEMAS["findings"])

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 import numpy as np
+import pandas as pd
 
 from .bound import LATENCY_THRESHOLD_PCT, bound_of
 
@@ -72,6 +73,10 @@ _LEVELS = {
 ROOFLINE_METRICS = tuple(dict.fromkeys([
     _SM_HZ, *(m for alternatives, _ in _PEAK_METRICS.values() for m in alternatives),
     *(m for _, metrics in _LEVELS.values() for m in metrics)]))
+# The quantities (derive/quantities.py) roofline_for reads.
+ROOFLINE_QUANTITIES = ("duration_ns", "flops_fp32", "flops_fp64", "flops_fp16", "flops_tensor",
+                       "flops_total", "sm_pct", "mem_pct",
+                       *(bytes_q for bytes_q, _ in _LEVELS.values()))
 
 
 @dataclass
@@ -211,3 +216,72 @@ def roofline_for(wide_row: Mapping[str, float], q: Mapping[str, float], gpu: str
         ridge_point=ridge, peak_source=source, flops=flops, peaks=peaks, levels=levels,
         measured_bandwidth=measured_bandwidth, evidence=evidence.strip("; "), missing=missing,
     )
+
+
+class Rooflines(Mapping):
+    """Launch -> its :class:`Roofline`, computed when read; every launch's bound kept.
+
+    A Roofline is ~3 KB of nested dicts: holding one per launch until the output was
+    written took ~160 MB at 50,000 launches. What it is computed from (the metrics and
+    quantities it reads, as float arrays) is ~0.2 KB a launch; each output reads a launch's
+    Roofline once.
+    """
+
+    def __init__(self, wide: pd.DataFrame, quantities: pd.DataFrame, gpu: str | None,
+                 measured_bandwidth: float | None = None) -> None:
+        w_names = [name for name in ROOFLINE_METRICS if name in wide.columns]
+        q_names = [name for name in ROOFLINE_QUANTITIES if name in quantities.columns]
+        self._w_values = wide[w_names].to_numpy(dtype="float64")
+        self._w_columns = {name: i for i, name in enumerate(w_names)}
+        self._w_position = {int(k): i for i, k in enumerate(wide.index.tolist())}
+        self._q_values = quantities[q_names].to_numpy(dtype="float64")
+        self._q_columns = {name: i for i, name in enumerate(q_names)}
+        self._q_position = {int(k): i for i, k in enumerate(quantities.index.tolist())}
+        self._gpu, self._measured_bandwidth = gpu, measured_bandwidth
+        # The bound from the two throughputs where both are known (as roofline_for decides
+        # it), else from the whole roofline.
+        sm = self._column("sm_pct")
+        mem = self._column("mem_pct")
+        self.bound: dict[int, str | None] = {}
+        for launch, i in self._q_position.items():
+            known = not (math.isnan(sm[i]) or math.isnan(mem[i]))
+            self.bound[launch] = bound_of(sm[i], mem[i]) if known else self[launch].bound
+
+    def _column(self, name: str) -> list[float]:
+        i = self._q_columns.get(name)
+        return ([math.nan] * len(self._q_values) if i is None
+                else self._q_values[:, i].tolist())
+
+    def __getitem__(self, launch: int) -> Roofline:
+        wide_row = _Row(self._w_values[self._w_position[launch]], self._w_columns)
+        quantity_row = _Row(self._q_values[self._q_position[launch]], self._q_columns)
+        return roofline_for(wide_row, quantity_row, self._gpu, self._measured_bandwidth)
+
+    def __iter__(self):
+        return iter(self._q_position)
+
+    def __len__(self) -> int:
+        return len(self._q_position)
+
+
+class _Row(Mapping):
+    """One launch's values as a read-only mapping over a row of a float table."""
+
+    __slots__ = ("_values", "_columns")
+
+    def __init__(self, values: np.ndarray, columns: dict[str, int]) -> None:
+        self._values, self._columns = values, columns
+
+    def __getitem__(self, name: str) -> float:
+        return float(self._values[self._columns[name]])
+
+    def __iter__(self):
+        return iter(self._columns)
+
+    def __len__(self) -> int:
+        return len(self._columns)
+
+    def get(self, name: str, default=None):
+        """The value of ``name`` (``default`` when the table has no such column)."""
+        i = self._columns.get(name)
+        return default if i is None else float(self._values[i])

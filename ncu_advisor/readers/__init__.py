@@ -200,9 +200,9 @@ def _session(report: Report) -> dict:
     facts = dict(report.session)
     for key, metric in _SESSION_METRICS.items():
         if key == "gpu":
-            names = report.metrics.loc[report.metrics["metric"] == metric, "text"]
-            if len(names):
-                facts[key] = str(names.iloc[0])
+            rows = np.flatnonzero((report.metrics["metric"] == metric).to_numpy())
+            if len(rows):  # by position: a mask over the text column copied every text
+                facts[key] = str(report.metrics["text"].iloc[int(rows[0])])
         elif metric in wide.columns and wide[metric].notna().any():
             facts[key] = float(wide[metric].dropna().iloc[0])
     ccs = report.launches["cc"].dropna().astype(str).unique().tolist()
@@ -341,7 +341,8 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
     offset = 0
     for part in parts:
         launches.append(part.launches.assign(launch=part.launches["launch"] + offset))
-        metrics.append(part.metrics.assign(launch=part.metrics["launch"] + offset))
+        metrics.append(part.metrics if not offset
+                       else part.metrics.assign(launch=part.metrics["launch"] + offset))
         rules.append(part.ncu_rules.assign(launch=part.ncu_rules["launch"] + offset))
         if not part.source_lines.empty:
             lines.append(part.source_lines.assign(launch=part.source_lines["launch"] + offset))
@@ -354,13 +355,16 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
     nonempty = [r for r in rules if not r.empty]
     report = Report(
         launches=pd.concat(launches, ignore_index=True)[LAUNCH_COLUMNS],
-        metrics=pd.concat(metrics, ignore_index=True),
+        # One file's long table as it is: a concat copies it (~200 MB at 1 GB of export).
+        metrics=metrics[0] if len(metrics) == 1 else pd.concat(metrics, ignore_index=True),
         ncu_rules=pd.concat(nonempty, ignore_index=True) if nonempty else parts[0].ncu_rules,
         session=session,
         sources=[s for p in parts for s in p.sources],
         warnings=warnings,
         source_lines=pd.concat(lines, ignore_index=True) if lines else empty_source_lines(),
     )
+    if len(metrics) == 1 and "_wide" in parts[0].__dict__:
+        report.set_wide(parts[0].wide())  # same launches and metrics, renumbered by 0
     report = _merge_same_launches(report)
     if source_pages:
         _attach_pages(report, source_pages)

@@ -410,7 +410,9 @@ def _finish(launches: pd.DataFrame, metrics: pd.DataFrame, rules: pd.DataFrame,
             path: Path) -> Report:
     if launches.empty:
         raise ReportParseError(f"{path}: no profiled launches in this export")
-    duration = metrics[metrics["metric"] == DURATION].drop_duplicates("launch")
+    # Two columns only: filtering the whole frame took every text too (~70 MB at 1 GB).
+    duration = metrics.loc[(metrics["metric"] == DURATION).to_numpy(), ["launch", "value"]
+                           ].drop_duplicates("launch")
     launches["duration_ns"] = launches["launch"].map(
         duration.set_index("launch")["value"]).astype("float64")
     launches = launches[LAUNCH_COLUMNS + [c for c in launches.columns if c not in LAUNCH_COLUMNS]]
@@ -541,8 +543,8 @@ def _raw_stream(stream, header: list[str], path: Path, warnings: list[str],
     factors = np.array([normalize_unit(u)[1] for u in units], dtype=np.float64)
     base_units = [normalize_unit(u)[0] for u in units]
     idents: list[pa.RecordBatch] = []
-    values, texts = [], []
-    n_rows = 0
+    texts = []
+    values = _RowBuffer(len(metric_cols))
     bad_cells: list[tuple[int, str]] = []
     try:
         for batch in _chain_batches(first, batches):
@@ -552,14 +554,16 @@ def _raw_stream(stream, header: list[str], path: Path, warnings: list[str],
             v, t = _raw_block(batch, metric_cols, factors)
             inf_rows, inf_cols = np.nonzero(np.isinf(v))
             if len(inf_rows):
-                bad_cells.extend((n_rows + int(r), metric_cols[int(c)])
+                bad_cells.extend((values.rows + int(r), metric_cols[int(c)])
                                  for r, c in zip(inf_rows[:3], inf_cols[:3], strict=True))
                 v[np.isinf(v)] = np.nan
-            values.append(v.ravel())
+            values.append(v)
             texts.append(t)
-            n_rows += batch.num_rows
+            if len(texts) % 64 == 0:  # Arrow's pool keeps the parsed blocks' memory otherwise
+                pa.default_memory_pool().release_unused()
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, EOFError, zlib.error) as exc:
         raise _csv_error(path, exc) from None
+    n_rows = values.rows
     if skipped_rows[0]:
         warnings.append(f"{path.name}: skipped {skipped_rows[0]} malformed or non-data line(s), "
                         f"first: {skipped_rows[1][:70]!r}")
@@ -569,19 +573,22 @@ def _raw_stream(stream, header: list[str], path: Path, warnings: list[str],
         where = ", ".join(f"launch row {r + 1} {m}" for r, m in bad_cells[:3])
         warnings.append(f"{path.name}: number(s) beyond float range read as missing ({where})")
     frame = pa.Table.from_batches(idents).to_pandas()
+    del idents
     launches = _launch_table(frame, frame.columns, path, warnings, "launch row")
     m = len(metric_cols)
+    table = values.finish()  # launch x metric: the long table's values, row by row
+    metric_names = pd.Index(metric_cols, dtype=object)
     metrics = pd.DataFrame({
-        "launch": np.repeat(np.arange(n_rows, dtype=np.int64), m),
+        "launch": np.repeat(np.arange(n_rows, dtype=np.int32), m),
         "section": _empty_category(n_rows * m),
-        "metric": pd.Categorical.from_codes(np.tile(np.arange(m, dtype=np.int32), n_rows),
-                                            categories=pd.Index(metric_cols, dtype=object)),
+        "metric": pd.Categorical.from_codes(
+            np.tile(np.arange(m, dtype=_code_dtype(m)), n_rows), categories=metric_names),
         "label": _empty_category(n_rows * m),
         "unit": _codes_of(base_units, n_rows),
-        "value": np.concatenate(values) if values else np.empty(0),
+        "value": table.reshape(-1),
         # Texts stay in Arrow memory (one buffer, not a Python string per cell).
         "text": pd.arrays.ArrowExtensionArray(pa.chunked_array(texts, type=pa.string())),
-    })
+    }, copy=False)
     # Accidental duplicate rows of one launch: the first wins.
     key_cols = [c for c in ("ID", "Process ID", "Kernel Name") if c in frame]
     dup = frame.duplicated(key_cols).to_numpy() & launches["id"].notna().to_numpy()
@@ -593,8 +600,15 @@ def _raw_stream(stream, header: list[str], path: Path, warnings: list[str],
         launches = launches.iloc[keep_rows].assign(launch=np.arange(len(keep_rows)))
         metrics = metrics[~np.repeat(dup, m)]
         metrics = metrics.assign(launch=order[metrics["launch"].to_numpy()])
-    return _finish(launches, metrics.reset_index(drop=True), pd.DataFrame(columns=RULE_COLUMNS),
-                   path)
+        table = None
+    report = _finish(launches, metrics.reset_index(drop=True),
+                     pd.DataFrame(columns=RULE_COLUMNS), path)
+    if table is not None and m:
+        # The page is already launch x metric: the wide view is the same array, not a copy.
+        report.set_wide(pd.DataFrame(table, index=pd.Index(report.launches["launch"],
+                                                           name="launch"),
+                                     columns=metric_names.rename("metric"), copy=False))
+    return report
 
 
 def _chain_batches(first, rest):
@@ -627,6 +641,37 @@ def _raw_block(batch: pa.RecordBatch, metric_cols: list[str],
     return np.ascontiguousarray(v.T), flat.take(pa.array(order))
 
 
+class _RowBuffer:
+    """Rows of floats appended block by block into one array, grown in place.
+
+    A list of blocks joined at the end held the values twice at that moment (~50 MB at 1 GB
+    of export). Growth goes through ``realloc``, which moves a large buffer's pages without
+    copying them, and pages past the last row are never touched (no resident memory).
+    """
+
+    def __init__(self, width: int) -> None:
+        self.rows = 0
+        self._array = np.empty((1024, width))
+
+    def append(self, block: np.ndarray) -> None:
+        end = self.rows + len(block)
+        if end > len(self._array):
+            self._array.resize((max(end, 2 * len(self._array)), self._array.shape[1]),
+                               refcheck=False)
+        self._array[self.rows:end] = block
+        self.rows = end
+
+    def finish(self) -> np.ndarray:
+        """The rows appended (the buffer trimmed to them)."""
+        self._array.resize((self.rows, self._array.shape[1]), refcheck=False)
+        return self._array
+
+
+def _code_dtype(n: int) -> type:
+    """The smallest integer type pandas would keep category codes of ``n`` categories in."""
+    return np.int8 if n < 127 else np.int16 if n < 32767 else np.int32
+
+
 def _empty_category(n: int) -> pd.Categorical:
     return pd.Categorical.from_codes(np.full(n, -1, dtype=np.int8),
                                      categories=pd.Index([], dtype=object))
@@ -634,7 +679,7 @@ def _empty_category(n: int) -> pd.Categorical:
 
 def _codes_of(per_column: list[str], n_rows: int) -> pd.Categorical:
     cats, codes = np.unique(np.asarray(per_column, dtype=object).astype(str), return_inverse=True)
-    return pd.Categorical.from_codes(np.tile(codes.astype(np.int32), n_rows),
+    return pd.Categorical.from_codes(np.tile(codes.astype(_code_dtype(len(cats))), n_rows),
                                      categories=pd.Index(cats, dtype=object))
 
 
