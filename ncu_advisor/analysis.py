@@ -145,16 +145,14 @@ class Analysis:
             out.append(g)
         return rank_groups(out)
 
-    def _origins_by_launch(self) -> dict[int, dict]:
+    def _origins_by_launch(self) -> Mapping[int, dict]:
         """Each kernel's origin fields for the JSON (``origin``, ``origin_label``, ``role``)."""
         if self.origins is None:
             return {}
         table = self.origins
-        return {int(launch): {"origin": origin, "origin_label": label,
-                              "role": None if pd.isna(role) else role}
-                for launch, origin, label, role in zip(
-                    table.index.tolist(), table["origin"].tolist(),
-                    table["origin_label"].tolist(), table["role"].tolist(), strict=True)}
+        return _Origins(table.index.tolist(), table["origin"].tolist(),
+                        table["origin_label"].tolist(),
+                        [None if pd.isna(role) else role for role in table["role"].tolist()])
 
     def _bounds(self) -> Mapping[int, str | None]:
         """Each launch's bound (kept by :class:`Rooflines`; computed for another mapping)."""
@@ -172,7 +170,8 @@ class Analysis:
                 kernel_fields: tuple[str, ...] | None = None) -> dict:
         """Return the JSON contract (``docs/json-contract.md``), schema_version 1.
 
-        ``kernel_fields``: the fields each ``kernels`` entry holds (None: all); the text
+        ``kernel_fields``: the fields each ``kernels`` entry holds (None: all;
+        ``roofline.bound``: a roofline with its bound only); the text
         output reads a few, and every launch's whole entry was ~15 KB at 50,000 launches.
         """
         document = self._document()
@@ -258,13 +257,14 @@ class Analysis:
         # The key quantities of each launch as plain floats, with their unit and label.
         shown = [name for name in KEY_QUANTITIES if name in self.quantities.columns]
         described = [(name, unit_of(name), label_of(name)) for name in shown]
-        values = self.quantities[shown].to_numpy(dtype="float64").tolist()
+        values = self.quantities[shown].to_numpy(dtype="float64")  # a row's list when written
         shares = self.quantities["time_share_pct"].to_numpy(dtype="float64").tolist()
         position = {int(k): i for i, k in enumerate(self.quantities.index.tolist())}
         origins = self._origins_by_launch()
+        bounds = self._bounds()
         for row in rep.launches.itertuples(index=False):
             launch = int(row.launch)
-            qrow = values[position[launch]]
+            qrow = values[position[launch]].tolist()
             entry = {
                 "id": _int(row.id), "launch": launch, "source": row.source, "name": row.name,
                 "short_name": row.short_name,
@@ -279,7 +279,9 @@ class Analysis:
                     for (name, unit, label), value in zip(described, qrow, strict=True)
                     if math.isfinite(value)
                 } if wanted("quantities") else None,
-                "roofline": self.rooflines[launch].to_dict() if wanted("roofline") else None,
+                "roofline": (self.rooflines[launch].to_dict() if wanted("roofline")
+                             else {"bound": bounds[launch]} if wanted("roofline.bound")
+                             else None),
                 "occupancy": self.occupancy[launch],
                 "launch_shape": self.launch_shapes.get(launch, {}),
                 "findings": [_finding_dict(f) for f in
@@ -291,10 +293,33 @@ class Analysis:
             }
             if include_metrics:
                 entry["metrics"] = _metric_list(metrics_by_launch.get(launch))
-            yield entry if fields is None else {name: entry[name] for name in fields}
+            yield entry if fields is None else {name.split(".")[0]: entry[name.split(".")[0]]
+                                                for name in fields}
 
 
 _NO_ORIGIN = {"origin": None, "origin_label": None, "role": None}
+
+
+class _Origins(Mapping):
+    """Launch -> its origin fields, a dict built when read.
+
+    A dict per launch held until the output was written was ~15 MB at 50,000 launches.
+    """
+
+    def __init__(self, launches: list, origins: list, labels: list, roles: list) -> None:
+        self._position = {int(launch): i for i, launch in enumerate(launches)}
+        self._columns = (origins, labels, roles)
+
+    def __getitem__(self, launch: int) -> dict:
+        i = self._position[launch]
+        origin, label, role = (column[i] for column in self._columns)
+        return {"origin": origin, "origin_label": label, "role": role}
+
+    def __iter__(self):
+        return iter(self._position)
+
+    def __len__(self) -> int:
+        return len(self._position)
 
 
 def _skipped_dict(n: NotEvaluated) -> dict:

@@ -7,6 +7,7 @@ from functools import cached_property
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 # One row per profiled launch (or per kernel name for a per-kernel summary export).
 LAUNCH_COLUMNS = [
@@ -105,7 +106,25 @@ class Report:
         """Return a metric's exported text (for string metrics such as the GPU name)."""
         rows = np.flatnonzero(((self.metrics["launch"] == launch)
                                & (self.metrics["metric"] == metric)).to_numpy())
-        return None if not len(rows) else str(self.metrics["text"].iloc[int(rows[0])])
+        return None if not len(rows) else str(self.texts(rows[:1])[0])
+
+    def texts(self, rows: np.ndarray) -> list:
+        """The exported texts of some rows of ``metrics`` (positions, ascending).
+
+        An Arrow-backed text column is read chunk by chunk: selecting rows through pandas
+        joined all its chunks first (~75 MB at 1 GB of raw export, for any number of rows).
+        """
+        column = self.metrics["text"].array
+        if not isinstance(column, pd.arrays.ArrowExtensionArray):
+            return column[rows].tolist()
+        out, start = [], 0
+        for chunk in column.__arrow_array__().chunks:
+            end = start + len(chunk)
+            lo, hi = np.searchsorted(rows, [start, end])
+            if hi > lo:
+                out.extend(chunk.take(pa.array(rows[lo:hi] - start)).to_pylist())
+            start = end
+        return out
 
     @property
     def total_duration_ns(self) -> float:

@@ -118,9 +118,10 @@ def check_unavailable(report: Report, facts: dict, rules: list[Rule]) -> list[di
                           f"({', '.join(names[:4])}{', ...' if len(names) > 4 else ''}); "
                           f"{effect}."))
     # "n/a" parses to no number: only the (few) rows without a value are read as text.
-    unparsed = report.metrics.loc[report.metrics["value"].isna(), ["metric", "text"]]
-    text = unparsed["text"].astype(str).str.strip().str.lower()
-    na = unparsed.loc[text.eq("n/a"), "metric"].dropna().unique().tolist()
+    rows = np.flatnonzero(report.metrics["value"].isna().to_numpy())
+    text = pd.Series(report.texts(rows), dtype=object).astype(str).str.strip().str.lower()
+    metric = report.metrics["metric"].iloc[rows].reset_index(drop=True)
+    na = metric[text.eq("n/a").to_numpy()].dropna().unique().tolist()
     if na:
         affected = _affected_rules(na, rules)
         effect = (f"rules affected: {', '.join(affected)}" if affected

@@ -179,15 +179,37 @@ def _matches(row: dict) -> float | bool:
     return bool(limits_ok and math.isclose(pairs[-1][0], pairs[-1][1], abs_tol=0.01))
 
 
-def _floats(values: pd.Series) -> list[float | None]:
-    """JSON-safe floats of one column (None for NaN, inf and non-numbers), in launch order."""
-    array = pd.to_numeric(values, errors="coerce").to_numpy(dtype="float64")
-    return [float(v) if math.isfinite(v) else None for v in array]
+class _Floats:
+    """One column as JSON-safe floats by position (None for NaN, inf and non-numbers).
+
+    Kept as a float array: a list of Python floats was 4x the memory, per column and launch.
+    """
+
+    __slots__ = ("_array",)
+
+    def __init__(self, values: pd.Series) -> None:
+        self._array = pd.to_numeric(values, errors="coerce").to_numpy(dtype="float64",
+                                                                      copy=True)
+        self._array[~np.isfinite(self._array)] = np.nan
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+    def __getitem__(self, i: int) -> float | None:
+        value = float(self._array[i])
+        return None if value != value else value
 
 
-def _ints(values: pd.Series) -> list[int | None]:
-    """Whole numbers of one column (rounded; None where missing)."""
-    return [None if v is None else int(round(v)) for v in _floats(values)]
+class _Ints(_Floats):
+    """One column as whole numbers by position (rounded; None where missing)."""
+
+    __slots__ = ()
+
+    def __getitem__(self, i: int) -> int | None:
+        value = float(self._array[i])
+        return None if value != value else int(round(value))
+
+
 
 
 def _column(frame: pd.DataFrame, name: str) -> pd.Series:
@@ -197,7 +219,7 @@ def _column(frame: pd.DataFrame, name: str) -> pd.Series:
 
 def _ncu_limit_columns(wide: pd.DataFrame) -> dict[str, list[int | None]]:
     """Per resource: the block limits ncu reported (``launch__occupancy_limit_*``)."""
-    return {k: _ints(_column(wide, m)) for k, m in NCU_LIMIT_METRICS.items()}
+    return {k: _Ints(_column(wide, m)) for k, m in NCU_LIMIT_METRICS.items()}
 
 
 def _ncu_limits(wide: pd.DataFrame) -> list[dict[str, int | None]]:
@@ -247,17 +269,17 @@ def launch_occupancy(report: Report, quantities: pd.DataFrame,
     limit_columns = _ncu_limit_columns(report.wide().reindex(launches))
     limits = _Rows(limit_columns)
     columns = {
-        "theoretical_pct": _floats(_column(quantities, "theoretical_occupancy_pct")),
-        "achieved_pct": _floats(_column(quantities, "achieved_occupancy_pct")),
+        "theoretical_pct": _Floats(_column(quantities, "theoretical_occupancy_pct")),
+        "achieved_pct": _Floats(_column(quantities, "achieved_occupancy_pct")),
         "limiter": [limiter_of(limits[i]) for i in range(len(launches))],
         "limits": limits,
-        "registers_per_thread": _ints(_column(quantities, "registers_per_thread")),
-        "shared_mem_per_block": _floats(_column(quantities, "shared_mem_per_block")),
-        "block_size": _ints(_column(quantities, "block_size")),
-        "waves_per_sm": _floats(_column(quantities, "waves_per_sm")),
-        "calc_theoretical_pct": _floats(_column(table, "calc_theoretical_pct")),
-        "recommended_block_size": _ints(_column(table, "recommended_block_size")),
-        "what_if_fewer_registers_pct": _floats(_column(table, "what_if_fewer_regs_pct")),
+        "registers_per_thread": _Ints(_column(quantities, "registers_per_thread")),
+        "shared_mem_per_block": _Floats(_column(quantities, "shared_mem_per_block")),
+        "block_size": _Ints(_column(quantities, "block_size")),
+        "waves_per_sm": _Floats(_column(quantities, "waves_per_sm")),
+        "calc_theoretical_pct": _Floats(_column(table, "calc_theoretical_pct")),
+        "recommended_block_size": _Ints(_column(table, "recommended_block_size")),
+        "what_if_fewer_registers_pct": _Floats(_column(table, "what_if_fewer_regs_pct")),
         "calc_limiter": [v if isinstance(v, str) else None
                          for v in _column(table, "calc_limiter")],
     }
@@ -265,7 +287,7 @@ def launch_occupancy(report: Report, quantities: pd.DataFrame,
     if shapes is None:
         return entries, {}
     fields = [c for c in _SHAPE_FIELDS if c in shapes.columns]
-    shape_columns = {c: _floats(shapes[c]) for c in fields}
+    shape_columns = {c: _Floats(shapes[c]) for c in fields}
     if "small_grid" in shape_columns:
         shape_columns["small_grid"] = [None if pd.isna(v) else bool(v)
                                        for v in shapes["small_grid"]]

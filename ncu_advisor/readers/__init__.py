@@ -201,8 +201,8 @@ def _session(report: Report) -> dict:
     for key, metric in _SESSION_METRICS.items():
         if key == "gpu":
             rows = np.flatnonzero((report.metrics["metric"] == metric).to_numpy())
-            if len(rows):  # by position: a mask over the text column copied every text
-                facts[key] = str(report.metrics["text"].iloc[int(rows[0])])
+            if len(rows):  # by position: a mask over the text column copies every text
+                facts[key] = str(report.texts(rows[:1])[0])
         elif metric in wide.columns and wide[metric].notna().any():
             facts[key] = float(wide[metric].dropna().iloc[0])
     ccs = report.launches["cc"].dropna().astype(str).unique().tolist()
