@@ -108,6 +108,17 @@ class Report:
                                & (self.metrics["metric"] == metric)).to_numpy())
         return None if not len(rows) else str(self.texts(rows[:1])[0])
 
+    def metric_rows(self, names, columns=("launch", "metric", "value", "text")) -> pd.DataFrame:
+        """The rows of ``metrics`` for some metric names (file order, index by position).
+
+        Read by position, the texts chunk by chunk (see :meth:`texts`): a boolean mask over
+        the whole table copied every text.
+        """
+        rows = np.flatnonzero(self.metrics["metric"].isin(list(names)).to_numpy())
+        return pd.DataFrame({c: (self.texts(rows) if c == "text"
+                                 else self.metrics[c].to_numpy()[rows]) for c in columns},
+                            index=rows)
+
     def texts(self, rows: np.ndarray) -> list:
         """The exported texts of some rows of ``metrics`` (positions, ascending).
 

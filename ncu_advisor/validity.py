@@ -252,8 +252,8 @@ def check_launch_limit(report: Report, facts: dict) -> list[dict]:
 def check_mixed(report: Report, facts: dict) -> list[dict]:
     """Several GPUs, ncu versions or separate runs analyzed together."""
     out = []
-    names = report.metrics.loc[report.metrics["metric"] == "device__attribute_display_name",
-                               ["launch", "text"]].drop_duplicates("launch")
+    names = report.metric_rows(["device__attribute_display_name"], ["launch", "text"]
+                               ).drop_duplicates("launch")
     gpus = sorted(set(names["text"].astype(str)))
     ccs = sorted(set(report.launches["cc"].dropna().astype(str)))
     if len(gpus) > 1 or len(ccs) > 1:

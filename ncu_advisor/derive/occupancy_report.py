@@ -63,8 +63,7 @@ def _inputs(report: Report) -> pd.DataFrame:
     cols = {k: (wide[m] if m in wide.columns else pd.Series(np.nan, index=wide.index))
             for k, m in _INPUT_METRICS.items()}
     frame = pd.DataFrame(cols, index=wide.index)
-    m = report.metrics
-    rows = m[m["metric"].isin(_BYTE_METRICS)].drop_duplicates(["launch", "metric"])
+    rows = report.metric_rows(_BYTE_METRICS).drop_duplicates(["launch", "metric"])
     if not rows.empty:
         res = _export_resolution(rows["value"], rows["text"])
         fixed = [_snap_bytes(v, r, 128) for v, r in zip(rows["value"], res, strict=True)]
@@ -83,7 +82,7 @@ def _inputs(report: Report) -> pd.DataFrame:
                      + minor.fillna(0).astype("Int64").astype("string"))
         cc = cc.fillna(from_attr)
     frame["cc"] = cc
-    cache = m[m["metric"] == "launch__func_cache_config"].drop_duplicates("launch")
+    cache = report.metric_rows(["launch__func_cache_config"]).drop_duplicates("launch")
     frame["carveout_pct"] = (cache.set_index("launch")["text"].map(_CACHE_CONFIG_PCT)
                              .reindex(frame.index))
     return frame
@@ -123,50 +122,76 @@ def occupancy_from_report(report: Report, what_if_registers: int = 8) -> pd.Data
     """
     inputs = _inputs(report)
     wide = report.wide()
-    rows = []
-    for launch, row in zip(inputs.index, inputs.to_dict("records"), strict=True):
-        out: dict = {"launch": launch, "cc": row["cc"]}
-        needed = [row["block_size"], row["registers_per_thread"]]
-        if pd.isna(row["cc"]) or any(pd.isna(v) for v in needed):
-            rows.append(out)
-            continue
-        smem = float(np.nansum([row["shared_mem_static"], row["shared_mem_dynamic"]]))
-        config = row["shared_mem_config"]
-        try:
-            res = occupancy(str(row["cc"]), int(row["block_size"]),
-                            int(round(row["registers_per_thread"])), int(round(smem)),
-                            carveout=None if pd.isna(config) else float(config))
-            pct = row["carveout_pct"]
-            predicted = occupancy(res.cc, res.block_size, res.registers_per_thread,
-                                  res.shared_mem_per_block,
-                                  preferred_carveout_pct=None if pd.isna(pct) else int(pct))
-            best = best_block_size(res.cc, res.registers_per_thread, res.shared_mem_per_block)
-            fewer = fewer_registers(res, what_if_registers)
-        except NcuAdviseError:  # e.g. a compute capability outside the table
-            rows.append(out)
-            continue
-        out.update({
-            "block_size": res.block_size,
-            "registers_per_thread": res.registers_per_thread,
-            "shared_mem_per_block": res.shared_mem_per_block,
-            "shared_mem_config": res.shared_mem_config,
-            "predicted_shared_mem_config": predicted.shared_mem_config,
-            **{f"calc_limit_{k}": v for k, v in res.limits.items()},
-            "calc_limiter": res.limiter,
-            "calc_active_blocks": res.active_blocks_per_sm,
-            "calc_active_warps": res.active_warps_per_sm,
-            "calc_theoretical_pct": res.theoretical_pct,
-            "recommended_block_size": best.block_size,
-            "recommended_theoretical_pct": best.theoretical_pct,
-            "what_if_fewer_regs_pct": fewer.theoretical_pct,
-        })
-        rows.append(out)
-    table = pd.DataFrame(rows).set_index("launch").reindex(columns=["cc", *_CALC_COLUMNS])
+    # Launches of one kernel share their inputs: each distinct set is computed once, and
+    # the results are kept as columns (a dict per launch was ~1.5 KB, twice over).
+    computed: dict[tuple, dict | None] = {}
+    columns: dict[str, list] = {name: [] for name in _CALC_COLUMNS}
+    for values in zip(*(inputs[c].tolist() for c in _CALC_INPUTS), strict=True):
+        key = tuple(None if pd.isna(v) else v for v in values)  # NaN never equals itself
+        if key not in computed:
+            computed[key] = _calculate(dict(zip(_CALC_INPUTS, values, strict=True)),
+                                       what_if_registers)
+        result = computed[key] or {}
+        for name, column in columns.items():
+            column.append(result.get(name, np.nan))
+    table = pd.DataFrame({"cc": inputs["cc"].tolist(), **columns},
+                         index=inputs.index.rename("launch"))
     for metric in (NCU_THEORETICAL_PCT, NCU_ACHIEVED_PCT, *NCU_LIMIT_METRICS.values()):
         table[metric] = wide[metric].reindex(table.index) if metric in wide.columns else np.nan
     table["ncu_limiter"] = [limiter_of(limits) for limits in _ncu_limits(table)]
-    table["matches_ncu"] = [_matches(r) for r in table.to_dict("records")]
+    table["matches_ncu"] = _matches_ncu(table)
     return table
+
+
+_CALC_INPUTS = ("cc", "block_size", "registers_per_thread", "shared_mem_static",
+                "shared_mem_dynamic", "shared_mem_config", "carveout_pct")
+
+
+def _calculate(row: dict, what_if_registers: int) -> dict | None:
+    """The calculator's columns for one set of inputs (None when they are incomplete)."""
+    needed = [row["block_size"], row["registers_per_thread"]]
+    if pd.isna(row["cc"]) or any(pd.isna(v) for v in needed):
+        return None
+    smem = float(np.nansum([row["shared_mem_static"], row["shared_mem_dynamic"]]))
+    config = row["shared_mem_config"]
+    try:
+        res = occupancy(str(row["cc"]), int(row["block_size"]),
+                        int(round(row["registers_per_thread"])), int(round(smem)),
+                        carveout=None if pd.isna(config) else float(config))
+        pct = row["carveout_pct"]
+        predicted = occupancy(res.cc, res.block_size, res.registers_per_thread,
+                              res.shared_mem_per_block,
+                              preferred_carveout_pct=None if pd.isna(pct) else int(pct))
+        best = best_block_size(res.cc, res.registers_per_thread, res.shared_mem_per_block)
+        fewer = fewer_registers(res, what_if_registers)
+    except NcuAdviseError:  # e.g. a compute capability outside the table
+        return None
+    return {
+        "block_size": res.block_size,
+        "registers_per_thread": res.registers_per_thread,
+        "shared_mem_per_block": res.shared_mem_per_block,
+        "shared_mem_config": res.shared_mem_config,
+        "predicted_shared_mem_config": predicted.shared_mem_config,
+        **{f"calc_limit_{k}": v for k, v in res.limits.items()},
+        "calc_limiter": res.limiter,
+        "calc_active_blocks": res.active_blocks_per_sm,
+        "calc_active_warps": res.active_warps_per_sm,
+        "calc_theoretical_pct": res.theoretical_pct,
+        "recommended_block_size": best.block_size,
+        "recommended_theoretical_pct": best.theoretical_pct,
+        "what_if_fewer_regs_pct": fewer.theoretical_pct,
+    }
+
+
+def _matches_ncu(table: pd.DataFrame) -> list[float | bool]:
+    """:func:`_matches` of every launch, read from the table's columns (no dict per row)."""
+    names = [*(f"calc_limit_{k}" for k in NCU_LIMIT_METRICS), *NCU_LIMIT_METRICS.values(),
+             "calc_theoretical_pct", NCU_THEORETICAL_PCT]
+    present = [n for n in names if n in table.columns]
+    out = []
+    for values in zip(*(table[n].tolist() for n in present), strict=True):
+        out.append(_matches(dict(zip(present, values, strict=True))))
+    return out
 
 
 def _matches(row: dict) -> float | bool:
