@@ -39,13 +39,13 @@ def main() -> None:
         print(f"{path.stat().st_size / 1e6:.1f} MB, {launches:,} launches; rss {rss_mb()} MB")
         start = time.perf_counter()
         from ncu_advisor import analyze, read_report
-        from ncu_advisor.metric_use import analysis_metrics
+        from ncu_advisor.metric_use import analysis_metrics, lean_reading
 
         steps = [("imports", lambda: None), ("analysis_metrics", analysis_metrics)]
         state: dict = {}
         steps += [
             ("read_report", lambda: state.update(report=read_report(
-                path, metrics=analysis_metrics()))),
+                path, **lean_reading()))),
             ("analyze", lambda: state.update(result=analyze(state["report"]))),
             ("write_json", lambda: state["result"].write_json(open(Path(folder) / "out.json",
                                                                    "wb"))),

@@ -143,7 +143,7 @@ def analyze(
 ) -> None:
     """Analyze saved reports: launches ranked by GPU time, and the top findings."""
     from .analysis import analyze as run_analysis
-    from .metric_use import analysis_metrics
+    from .metric_use import lean_reading
     from .readers import read_report
     from .rules_engine.loader import load_rules
 
@@ -157,8 +157,7 @@ def analyze(
     lean = include_metrics is False or (include_metrics is None
                                         and format is not OutputFormat.html)
     with _file_progress() as progress:
-        report = read_report(paths, progress=progress,
-                             metrics=analysis_metrics() if lean else None)
+        report = read_report(paths, progress=progress, **(lean_reading() if lean else {}))
     result = run_analysis(report, rules=loaded,
                           measured_bandwidth=peak_bandwidth * 1e9 if peak_bandwidth else None,
                           origins=str(origins) if origins else None)
@@ -325,17 +324,19 @@ def _load_analysis(rules: list[Path] | None) -> list:
     return load_rules(rules)
 
 
-def _read_profiled(result, metrics=None):
+def _read_profiled(result, lean: bool = False):
     """Read what a profiling run produced: its CSV pages, else the .ncu-rep itself.
 
     A .ncu-rep the installed ``ncu_report`` module cannot read (a newer format, or a module
     that crashes on it: the reader runs in a child process) is exported as CSV instead.
     """
+    from .metric_use import lean_reading
     from .profile import export_csvs
     from .readers import read_report
 
+    reading = lean_reading() if lean else {}
     try:
-        return read_report(result.report_files, metrics=metrics)
+        return read_report(result.report_files, **reading)
     except NcuAdviseError as exc:
         if result.raw_csv is not None or result.ncu is None:
             raise
@@ -344,7 +345,7 @@ def _read_profiled(result, metrics=None):
     result.raw_csv, result.details_csv = export_csvs(result.ncu, result.rep_path)
     result.timings["export"] = time.monotonic() - started
     result.warnings.append(f"read the CSV export: the .ncu-rep reader failed ({why})")
-    return read_report(result.report_files, metrics=metrics)
+    return read_report(result.report_files, **reading)
 
 
 @app.command(
@@ -399,7 +400,6 @@ def profile_cmd(
     started = time.monotonic()
     loaded_rules = warm_up.result()
     from .analysis import analyze as run_analysis
-    from .metric_use import analysis_metrics
     from .render.html import render_html
     from .render.text import render_text
 
@@ -407,7 +407,7 @@ def profile_cmd(
     started = time.monotonic()
     include = include_metrics if include_metrics is not None else (
         result.kernels_profiled <= HTML_METRICS_LIMIT)
-    report = _read_profiled(result, metrics=None if include else analysis_metrics())
+    report = _read_profiled(result, lean=not include)
     report.warnings[:0] = list(result.warnings)
     report.session["ncu_messages"] = list(result.log)  # its notes feed the validity lint
     timings["read"] = time.monotonic() - started

@@ -77,6 +77,23 @@ def _source_tree(name: str) -> ast.Module | None:
 
 
 @lru_cache(maxsize=1)
+def lean_reading() -> dict[str, frozenset[str]]:
+    """``read_report`` arguments that keep only what the analysis reads (metrics, texts)."""
+    return {"metrics": analysis_metrics(), "texts": analysis_texts()}
+
+
+def analysis_texts() -> frozenset[str]:
+    """Return the metrics whose exported text the analysis reads where it is a number.
+
+    The occupancy calculator reads how many digits a byte size was printed with, to undo
+    the rounding of a details page; every other text it reads is not a number (GPU name,
+    cache preference, ``n/a``).
+    """
+    from .derive.occupancy_report import EXPORTED_TEXT_METRICS
+
+    return frozenset(EXPORTED_TEXT_METRICS)
+
+
 def analysis_metrics() -> frozenset[str]:
     """Return every metric name the analysis (quantities, roofline, occupancy, rules) reads."""
     names: set[str] = set()

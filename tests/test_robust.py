@@ -18,7 +18,7 @@ from conftest import analysis_cached, read_cached
 
 from ncu_advisor import analyze, read_report
 from ncu_advisor.cli import main
-from ncu_advisor.metric_use import analysis_metrics
+from ncu_advisor.metric_use import analysis_texts, lean_reading
 from ncu_advisor.render.text import render_text, safe_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -357,13 +357,19 @@ def test_control_characters_in_names_are_escaped(capsys, tmp_path):
 @pytest.mark.parametrize("path", [RAW, FORMS / "forms_app.ncu-rep", DETAILS])
 def test_lean_read_analyzes_identically(path):
     full = analysis_cached(path).to_dict()
-    lean_report = read_report(path, metrics=analysis_metrics())
+    lean_report = read_report(path, **lean_reading())
     lean = analyze(lean_report).to_dict()
     for d in (full, lean):
         d.pop("generated_at")
     assert lean == full
     if path != DETAILS:
         assert lean_report.metrics["metric"].nunique() < 400 < len(read_cached(path).wide().columns)
+    if path == RAW:  # numbers keep no text, except those the analysis reads
+        texts = lean_report.metrics.loc[lean_report.metrics["text"].notna()]
+        kept_numbers = texts.loc[texts["value"].notna(), "metric"].unique().tolist()
+        assert 0 < len(texts) < len(lean_report.metrics) / 10
+        assert set(kept_numbers) <= analysis_texts() and kept_numbers
+        assert "NVIDIA H200" in texts["text"].tolist()
 
 
 @pytest.mark.slow  # a scaling check (benchmarks/bench_scale.py measures it at size)
@@ -376,7 +382,7 @@ def test_to_dict_is_linear_in_launches(tmp_path):
     for n in (200, 2000):
         path = tmp_path / f"generated_{n}.raw.csv"
         replicate_raw(src, path, launches=n)
-        result = analyze(read_report(path, metrics=analysis_metrics()))
+        result = analyze(read_report(path, **lean_reading()))
         start = time.perf_counter()
         data = result.to_dict()
         times.append(time.perf_counter() - start)
@@ -393,7 +399,7 @@ def test_gzip_raw_is_streamed_too(tmp_path):
 def test_text_output_of_generated_many_launches(tmp_path):
     path = tmp_path / "generated_many.raw.csv"
     replicate_raw(RAW, path, launches=90)
-    text = render_text(analyze(read_report(path, metrics=analysis_metrics())).to_dict())
+    text = render_text(analyze(read_report(path, **lean_reading())).to_dict())
     assert text.startswith("ncu-advise: 90 launch(es)")
 
 

@@ -30,6 +30,8 @@ from .occupancy import (
 )
 
 _BYTE_METRICS = ("launch__shared_mem_per_block_static", "launch__shared_mem_per_block_dynamic")
+# Numbers whose exported text is read (for its printed precision): metric_use.analysis_texts.
+EXPORTED_TEXT_METRICS = _BYTE_METRICS
 # cudaFuncSetCacheConfig preferences as the carveout percentages the driver applies.
 _CACHE_CONFIG_PCT = {"CachePreferL1": 0, "CachePreferEqual": 50, "CachePreferShared": 100}
 _DECIMALS = re.compile(r"\.(\d+)\s*$")

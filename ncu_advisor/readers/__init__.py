@@ -162,11 +162,12 @@ def _read_source_page(path: Path) -> Report:
 _LEAN_READERS = (read_ncu_rep, read_csv_export)
 
 
-def _read_form(path: Path, metrics: Iterable[str] | None = None) -> tuple[str, Report]:
+def _read_form(path: Path, metrics: Iterable[str] | None = None,
+               texts: Iterable[str] | None = None) -> tuple[str, Report]:
     """Read one file with the reader of its form; return the form too.
 
     ``metrics`` asks readers that can to keep only those metric names (launch facts are
-    always read).
+    always read); ``texts``, the raw CSV reader to keep numbers' texts of those only.
     """
     if not path.is_file():
         raise ReportParseError(f"{path}: not a regular file")
@@ -180,6 +181,8 @@ def _read_form(path: Path, metrics: Iterable[str] | None = None) -> tuple[str, R
                   "session": read_session_page, "source": _read_source_page}.get(
                       form, read_csv_export)
         lean = {"metrics": metrics} if metrics is not None and reader in _LEAN_READERS else {}
+        if lean and texts is not None and reader is read_csv_export:
+            lean["texts"] = texts
         return form, reader(path, **lean)
     except OSError as exc:  # permissions, I/O errors: a user's problem, one line
         raise ReportParseError(f"{path}: cannot read ({exc.strerror or exc})") from None
@@ -285,7 +288,8 @@ def release_freed_memory() -> None:
 
 def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
                 progress: Callable[[int, int, Path], None] | None = None,
-                metrics: Iterable[str] | None = None) -> Report:
+                metrics: Iterable[str] | None = None,
+                texts: Iterable[str] | None = None) -> Report:
     """Read one or more exports (files or directories) into one Report.
 
     Args:
@@ -297,6 +301,9 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
         metrics: keep only these metric names (None: all). ``ncu_advisor.metric_use.
             analysis_metrics()`` is what the analysis reads; a raw export of tens of
             thousands of launches then needs a fraction of the memory.
+        texts: with ``metrics``, the metrics whose exported text a raw page keeps where it
+            is a number (``metric_use.analysis_texts()``); other cells keep their text only
+            where it is not a number (None: every text).
 
     Returns:
         The combined Report; ``launch`` numbers run over all inputs in order.
@@ -320,7 +327,7 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
         if progress is not None:
             progress(done, len(files), path)
         try:
-            form, part = _read_form(path, metrics)
+            form, part = _read_form(path, metrics, texts)
         except ReportParseError as exc:
             if not from_dir:
                 raise

@@ -108,7 +108,8 @@ class _Chain(io.RawIOBase):
         return len(data)
 
 
-def read_csv_export(path: Path, metrics: Iterable[str] | None = None) -> Report:
+def read_csv_export(path: Path, metrics: Iterable[str] | None = None,
+                    texts: Iterable[str] | None = None) -> Report:
     """Read one ncu CSV export of any page or option into a Report.
 
     Args:
@@ -116,6 +117,9 @@ def read_csv_export(path: Path, metrics: Iterable[str] | None = None) -> Report:
         metrics: for raw pages, the metric columns to keep (None: all); identity columns
             are always read. Raw pages are streamed in blocks, so memory follows the columns
             kept, not the file's size.
+        texts: for raw pages, with ``metrics``: the metrics whose exported text is kept
+            where it is a number; other cells keep their text only where it is not one
+            (None: every text). A raw page's texts were ~40% of its long table.
 
     """
     with _open(path) as fh:
@@ -177,7 +181,8 @@ def read_csv_export(path: Path, metrics: Iterable[str] | None = None) -> Report:
                                    + ", ".join(repr(c) for c in missing))
         warnings: list[str] = []
         if form == "raw":
-            report = _raw_stream(_Chain(head[after:], fh), header, path, warnings, metrics)
+            report = _raw_stream(_Chain(head[after:], fh), header, path, warnings, metrics,
+                                 texts)
         else:
             body = head[after:] + _read_rest(fh, path)
             report = _paged(body, header, form, path, warnings)
@@ -497,7 +502,7 @@ def _rule_table(rule_rows: list[list[str]], header: list[str],
 
 
 def _raw_stream(stream, header: list[str], path: Path, warnings: list[str],
-                wanted: Iterable[str] | None) -> Report:
+                wanted: Iterable[str] | None, texts: Iterable[str] | None = None) -> Report:
     """Raw page: one row per launch, one column per metric, a units row under the header.
 
     Read in blocks with pyarrow's streaming reader, keeping only the identity columns and the
@@ -541,6 +546,9 @@ def _raw_stream(stream, header: list[str], path: Path, warnings: list[str],
     else:
         warnings.append(f"{path.name}: raw page without a units row; values taken as exported")
     factors = np.array([normalize_unit(u)[1] for u in units], dtype=np.float64)
+    # Per column: whether its numbers keep their text (all, unless lean texts were asked).
+    texts_kept = (None if wanted is None or texts is None
+                  else np.isin(np.asarray(metric_cols, dtype=object), list(texts)))
     base_units = [normalize_unit(u)[0] for u in units]
     idents: list[pa.RecordBatch] = []
     texts = []
@@ -551,7 +559,7 @@ def _raw_stream(stream, header: list[str], path: Path, warnings: list[str],
             if batch.num_rows == 0:
                 continue
             idents.append(batch.select(ident))
-            v, t = _raw_block(batch, metric_cols, factors)
+            v, t = _raw_block(batch, metric_cols, factors, texts_kept)
             inf_rows, inf_cols = np.nonzero(np.isinf(v))
             if len(inf_rows):
                 bad_cells.extend((values.rows + int(r), metric_cols[int(c)])
@@ -627,18 +635,25 @@ def _csv_error(path: Path, exc: BaseException) -> ReportParseError:
     return ReportParseError(f"{path}: malformed CSV ({text})")
 
 
-def _raw_block(batch: pa.RecordBatch, metric_cols: list[str],
-               factors: np.ndarray) -> tuple[np.ndarray, pa.Array]:
-    """One block of raw rows -> (values as rows x metrics in base units, texts launch-major)."""
+def _raw_block(batch: pa.RecordBatch, metric_cols: list[str], factors: np.ndarray,
+               texts_kept: np.ndarray | None = None) -> tuple[np.ndarray, pa.Array]:
+    """One block of raw rows -> (values as rows x metrics in base units, texts launch-major).
+
+    ``texts_kept``: per column, whether a number keeps its text (None: every text kept);
+    elsewhere only the texts that are not numbers are (strings, ``n/a``).
+    """
     k, m = batch.num_rows, len(metric_cols)
     if m == 0:
         return np.empty((k, 0)), pa.array([], type=pa.string())
     # All metric columns end to end (metric-major), parsed in one pass of Arrow kernels.
     flat = pa.concat_arrays([batch.column(c) for c in metric_cols])
     with np.errstate(over="ignore", invalid="ignore"):
-        v = parse_numbers(flat).reshape(m, k) * factors[:, None]
+        parsed = parse_numbers(flat).reshape(m, k)
+        v = parsed * factors[:, None]
     order = np.arange(m * k).reshape(m, k).T.ravel()  # launch-major: launch, then metric
-    return np.ascontiguousarray(v.T), flat.take(pa.array(order))
+    # A masked index takes a null: only the texts kept are copied.
+    dropped = None if texts_kept is None else ~(np.isnan(parsed) | texts_kept[:, None]).T.ravel()
+    return np.ascontiguousarray(v.T), flat.take(pa.array(order, mask=dropped))
 
 
 class _RowBuffer:
