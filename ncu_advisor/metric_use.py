@@ -76,7 +76,6 @@ def _source_tree(name: str) -> ast.Module | None:
         return None
 
 
-@lru_cache(maxsize=1)
 def lean_reading() -> dict[str, frozenset[str]]:
     """``read_report`` arguments that keep only what the analysis reads (metrics, texts)."""
     return {"metrics": analysis_metrics(), "texts": analysis_texts()}
@@ -94,6 +93,7 @@ def analysis_texts() -> frozenset[str]:
     return frozenset(EXPORTED_TEXT_METRICS)
 
 
+@lru_cache(maxsize=1)
 def analysis_metrics() -> frozenset[str]:
     """Return every metric name the analysis (quantities, roofline, occupancy, rules) reads."""
     names: set[str] = set()
