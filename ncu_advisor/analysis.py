@@ -16,10 +16,10 @@ import pandas as pd
 
 from . import __version__, json_text
 from .derive.ncu_evidence import ncu_rule_categories, ncu_rule_quantities
-from .derive.occupancy_report import launch_occupancy
+from .derive.occupancy_report import LaunchEntries, launch_occupancy
 from .derive.origin import origin_table
 from .derive.quantities import compute_with_provenance, label_of, unit_of
-from .derive.roofline import Roofline, Rooflines
+from .derive.roofline import Rooflines
 from .derive.source_lines import attribute
 from .regions import Region, summarize_regions
 from .report import Report
@@ -65,7 +65,7 @@ class Analysis:
 
     report: Report
     quantities: pd.DataFrame
-    rooflines: Mapping[int, Roofline]  # computed per launch when read (derive/roofline.py)
+    rooflines: Rooflines  # launch -> Roofline, computed when read; .bound kept for all
     occupancy: Mapping[int, dict]  # built per launch on access (derive/occupancy_report.py)
     findings: list[Finding]
     not_evaluated: list[NotEvaluated]
@@ -150,19 +150,14 @@ class Analysis:
         if self.origins is None:
             return {}
         table = self.origins
-        return _Origins(table.index.tolist(), table["origin"].tolist(),
-                        table["origin_label"].tolist(),
-                        [None if pd.isna(role) else role for role in table["role"].tolist()])
-
-    def _bounds(self) -> Mapping[int, str | None]:
-        """Each launch's bound (kept by :class:`Rooflines`; computed for another mapping)."""
-        bound = getattr(self.rooflines, "bound", None)
-        return bound if bound is not None else {k: r.bound for k, r in self.rooflines.items()}
+        return LaunchEntries(table.index, {
+            "origin": table["origin"].tolist(), "origin_label": table["origin_label"].tolist(),
+            "role": [None if pd.isna(role) else role for role in table["role"].tolist()]})
 
     def bounds(self) -> dict[str, int]:
         """How many launches are memory-, compute-, latency-bound or unknown."""
         counts = {"memory": 0, "compute": 0, "latency": 0, "unknown": 0}
-        for bound in self._bounds().values():
+        for bound in self.rooflines.bound.values():
             counts[bound or "unknown"] += 1
         return counts
 
@@ -215,7 +210,7 @@ class Analysis:
                 "short_name": row["short_name"], "name": row["name"],
                 "duration_ns": _num(row["duration_ns"]), "time_share": _num(share),
                 "invocations": int(row["invocations"]),
-                "bound": self._bounds()[int(row["launch"])]})
+                "bound": self.rooflines.bound[int(row["launch"])]})
         session = {k: v for k, v in rep.session.items() if k != "ncu_messages"}
         session.update(self.extra_session)
         return {
@@ -261,7 +256,10 @@ class Analysis:
         shares = self.quantities["time_share_pct"].to_numpy(dtype="float64").tolist()
         position = {int(k): i for i, k in enumerate(self.quantities.index.tolist())}
         origins = self._origins_by_launch()
-        bounds = self._bounds()
+        bounds = self.rooflines.bound
+        # "roofline.bound" asks for the roofline entry with its bound only.
+        entry_fields = None if fields is None else list(dict.fromkeys(
+            name.split(".")[0] for name in fields))
         for row in rep.launches.itertuples(index=False):
             launch = int(row.launch)
             qrow = values[position[launch]].tolist()
@@ -293,33 +291,10 @@ class Analysis:
             }
             if include_metrics:
                 entry["metrics"] = _metric_list(metrics_by_launch.get(launch))
-            yield entry if fields is None else {name.split(".")[0]: entry[name.split(".")[0]]
-                                                for name in fields}
+            yield entry if entry_fields is None else {name: entry[name] for name in entry_fields}
 
 
 _NO_ORIGIN = {"origin": None, "origin_label": None, "role": None}
-
-
-class _Origins(Mapping):
-    """Launch -> its origin fields, a dict built when read.
-
-    A dict per launch held until the output was written was ~15 MB at 50,000 launches.
-    """
-
-    def __init__(self, launches: list, origins: list, labels: list, roles: list) -> None:
-        self._position = {int(launch): i for i, launch in enumerate(launches)}
-        self._columns = (origins, labels, roles)
-
-    def __getitem__(self, launch: int) -> dict:
-        i = self._position[launch]
-        origin, label, role = (column[i] for column in self._columns)
-        return {"origin": origin, "origin_label": label, "role": role}
-
-    def __iter__(self):
-        return iter(self._position)
-
-    def __len__(self) -> int:
-        return len(self._position)
 
 
 def _skipped_dict(n: NotEvaluated) -> dict:

@@ -237,14 +237,12 @@ class _Ints(_Floats):
         return None if value != value else int(round(value))
 
 
-
-
 def _column(frame: pd.DataFrame, name: str) -> pd.Series:
     """A column of ``frame``, all NaN when it is absent."""
     return frame[name] if name in frame.columns else pd.Series(np.nan, index=frame.index)
 
 
-def _ncu_limit_columns(wide: pd.DataFrame) -> dict[str, list[int | None]]:
+def _ncu_limit_columns(wide: pd.DataFrame) -> dict[str, _Ints]:
     """Per resource: the block limits ncu reported (``launch__occupancy_limit_*``)."""
     return {k: _Ints(_column(wide, m)) for k, m in NCU_LIMIT_METRICS.items()}
 
@@ -310,7 +308,7 @@ def launch_occupancy(report: Report, quantities: pd.DataFrame,
         "calc_limiter": [v if isinstance(v, str) else None
                          for v in _column(table, "calc_limiter")],
     }
-    entries = LaunchEntries(launches, _Rows(columns))
+    entries = LaunchEntries(launches, columns)
     if shapes is None:
         return entries, {}
     fields = [c for c in _SHAPE_FIELDS if c in shapes.columns]
@@ -318,7 +316,7 @@ def launch_occupancy(report: Report, quantities: pd.DataFrame,
     if "small_grid" in shape_columns:
         shape_columns["small_grid"] = [None if pd.isna(v) else bool(v)
                                        for v in shapes["small_grid"]]
-    return entries, LaunchEntries(shapes.index, _Rows(shape_columns))
+    return entries, LaunchEntries(shapes.index, shape_columns)
 
 
 class _Rows:
@@ -343,13 +341,17 @@ class _Rows:
 
 
 class LaunchEntries(Mapping):
-    """Launch number -> its JSON entry (a dict), built from columns when read."""
+    """Launch number -> its JSON entry (a dict), built from columns when read.
+
+    ``columns``: field name -> its values in the order of ``launches`` (lists, or the
+    float columns above).
+    """
 
     __slots__ = ("_position", "_rows")
 
-    def __init__(self, launches, rows: _Rows) -> None:
+    def __init__(self, launches, columns: dict) -> None:
         self._position = {int(launch): i for i, launch in enumerate(launches)}
-        self._rows = rows
+        self._rows = _Rows(columns)
 
     def __getitem__(self, launch: int) -> dict:
         return self._rows[self._position[launch]]
