@@ -115,8 +115,9 @@ class Report:
         the whole table copied every text.
         """
         rows = np.flatnonzero(self.metrics["metric"].isin(list(names)).to_numpy())
+        # Rows taken before converting: a categorical column as a whole array was ~50 MB.
         return pd.DataFrame({c: (self.texts(rows) if c == "text"
-                                 else self.metrics[c].to_numpy()[rows]) for c in columns},
+                                 else self.metrics[c].iloc[rows].to_numpy()) for c in columns},
                             index=rows)
 
     def texts(self, rows: np.ndarray) -> list:

@@ -551,7 +551,7 @@ def _raw_stream(stream, header: list[str], path: Path, warnings: list[str],
                   else np.isin(np.asarray(metric_cols, dtype=object), list(texts)))
     base_units = [normalize_unit(u)[0] for u in units]
     idents: list[pa.RecordBatch] = []
-    texts = []
+    text_blocks: list[pa.Array] = []
     values = _RowBuffer(len(metric_cols))
     bad_cells: list[tuple[int, str]] = []
     try:
@@ -566,8 +566,8 @@ def _raw_stream(stream, header: list[str], path: Path, warnings: list[str],
                                  for r, c in zip(inf_rows[:3], inf_cols[:3], strict=True))
                 v[np.isinf(v)] = np.nan
             values.append(v)
-            texts.append(t)
-            if len(texts) % 64 == 0:  # Arrow's pool keeps the parsed blocks' memory otherwise
+            text_blocks.append(t)
+            if len(text_blocks) % 64 == 0:  # Arrow's pool keeps the parsed blocks' memory otherwise
                 pa.default_memory_pool().release_unused()
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, EOFError, zlib.error) as exc:
         raise _csv_error(path, exc) from None
@@ -595,7 +595,7 @@ def _raw_stream(stream, header: list[str], path: Path, warnings: list[str],
         "unit": _codes_of(base_units, n_rows),
         "value": table.reshape(-1),
         # Texts stay in Arrow memory (one buffer, not a Python string per cell).
-        "text": pd.arrays.ArrowExtensionArray(pa.chunked_array(texts, type=pa.string())),
+        "text": pd.arrays.ArrowExtensionArray(pa.chunked_array(text_blocks, type=pa.string())),
     }, copy=False)
     # Accidental duplicate rows of one launch: the first wins.
     key_cols = [c for c in ("ID", "Process ID", "Kernel Name") if c in frame]
