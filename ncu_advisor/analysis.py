@@ -21,6 +21,7 @@ from .derive.origin import origin_table
 from .derive.quantities import compute_with_provenance, label_of, unit_of
 from .derive.roofline import Rooflines
 from .derive.source_lines import attribute
+from .json_text import strict
 from .regions import Region, summarize_regions
 from .report import Report
 from .rules_engine.engine import SEVERITY_RANK, Finding, NotEvaluated, Provenance, evaluate
@@ -171,27 +172,25 @@ class Analysis:
         """
         document = self._document()
         document["kernels"] = list(self.iter_kernels(include_metrics, kernel_fields))
-        document["findings"] = [_json_safe(g) for g in self.ranked()]
+        document["findings"] = [strict(g) for g in self.ranked()]
         return document
 
     def write_json(self, fh, include_metrics: bool = False) -> None:
         """Write :meth:`to_dict` as indented strict JSON to a binary file, kernel by kernel.
 
-        The text is the same as ``json.dumps(to_dict(), indent=2)``, but only one kernel's
-        entry is in memory at a time (a report of 50,000 launches makes ~600 MB of JSON).
+        The document is :meth:`to_dict`'s, but only one kernel's entry is in memory at a
+        time (a report of 50,000 launches makes ~600 MB of JSON).
         """
-        def dumps(value, depth: int) -> bytes:
-            return json_text.dumps(value, depth).encode("utf-8")
-
+        dumps = json_text.dumps
         document = self._document()
         fh.write(b"{\n")
         for key, value in document.items():
             fh.write(b'  "' + key.encode() + b'": ' + dumps(value, 1) + b",\n")
         fh.write(b'  "kernels": [')
-        for i, entry in enumerate(self.iter_kernels(include_metrics)):
+        for i, entry in enumerate(self.iter_kernels(include_metrics, clean=False)):
             fh.write((b",\n    " if i else b"\n    ") + dumps(entry, 2))
         fh.write(b"\n  ],\n" if len(self.report.launches) else b"],\n")
-        fh.write(b'  "findings": ' + dumps([_json_safe(g) for g in self.ranked()], 1)
+        fh.write(b'  "findings": ' + dumps(self.ranked(), 1)
                  + b"\n}\n")
 
     def _document(self) -> dict:
@@ -219,7 +218,7 @@ class Analysis:
             "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
             "sources": list(rep.sources),
             "command": self.command,
-            "session": _json_safe(session),
+            "session": strict(session),
             "warnings": list(rep.warnings),
             "summary": {
                 "launch_count": int(rep.launches["invocations"].sum()),
@@ -230,13 +229,18 @@ class Analysis:
                 "application_not_evaluated": [
                     _skipped_dict(n) for n in self.not_evaluated if n.launch is None],
             },
-            "regions": [_json_safe(r.to_dict()) for r in self.regions],
+            "regions": [strict(r.to_dict()) for r in self.regions],
             "validity": self.validity,
         }
 
     def iter_kernels(self, include_metrics: bool = False,
-                     fields: tuple[str, ...] | None = None):
-        """Yield the JSON entry of each launch in order, one at a time (only ``fields``)."""
+                     fields: tuple[str, ...] | None = None, clean: bool = True):
+        """Yield the JSON entry of each launch in order, one at a time (only ``fields``).
+
+        ``clean=False`` leaves findings as the JSON writer takes them (an Evidence mapping,
+        tuples, NaN), not copied into plain dicts and lists for a renderer.
+        """
+        finding_entry = _finding_dict if clean else _finding_fields
         rep = self.report
         wanted = (lambda name: True) if fields is None else frozenset(fields).__contains__
         rules_by_launch = _ncu_rules_by_launch(rep.ncu_rules)
@@ -282,7 +286,7 @@ class Analysis:
                              else None),
                 "occupancy": self.occupancy[launch],
                 "launch_shape": self.launch_shapes.get(launch, {}),
-                "findings": [_finding_dict(f) for f in
+                "findings": [finding_entry(f) for f in
                              _most_severe_first(findings_by_launch.get(launch, []))]
                 if wanted("findings") else None,
                 "not_evaluated": skipped_by_launch.get(launch, []),
@@ -307,36 +311,17 @@ def _most_severe_first(found: list[Finding]) -> list[Finding]:
                                                 f.estimated_saving_ns))
 
 
-_PLAIN = frozenset({str, int, bool, type(None)})
-
-
-def _json_safe(obj):
-    kind = type(obj)  # exact types first: this walks every finding of every launch
-    if kind is float:
-        return obj if math.isfinite(obj) else None
-    if kind in _PLAIN:
-        return obj
-    if kind is dict:
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if kind is list:
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, Mapping):  # a dict subclass, or a finding's Evidence
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_json_safe(v) for v in obj]
-    if isinstance(obj, float | np.floating):
-        return _num(obj)
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return obj
-
-
 _FINDING_FIELDS = [f.name for f in fields(Finding) if f.name != "launch"]
 
 
 def _finding_dict(f: Finding) -> dict:
-    # _json_safe copies every dict and list: Finding.to_dict's deepcopy is not needed here.
-    return _json_safe({name: getattr(f, name) for name in _FINDING_FIELDS})
+    # strict() copies every dict and list: Finding.to_dict's deepcopy is not needed here.
+    return strict({name: getattr(f, name) for name in _FINDING_FIELDS})
+
+
+def _finding_fields(f: Finding) -> dict:
+    """A finding's JSON entry for orjson, which writes its Evidence, tuples and NaN itself."""
+    return {name: getattr(f, name) for name in _FINDING_FIELDS}
 
 
 def _ncu_rules_by_launch(frame: pd.DataFrame) -> dict[int, list[dict]]:
@@ -348,7 +333,7 @@ def _ncu_rules_by_launch(frame: pd.DataFrame) -> dict[int, list[dict]]:
     table = frame[["launch", *cols]].astype(object).where(frame[["launch", *cols]].notna(), None)
     for row in table.itertuples(index=False):
         record = {c: getattr(row, c) for c in cols}
-        out.setdefault(int(row.launch), []).append(_json_safe(record))
+        out.setdefault(int(row.launch), []).append(strict(record))
     return out
 
 
@@ -358,7 +343,7 @@ def _metric_list(frame: pd.DataFrame | None) -> list[dict]:
     cols = ["section", "metric", "label", "unit", "value", "text"]
     frame = frame.drop_duplicates(subset=["metric", "label", "section"])
     records = frame[cols].astype(object).where(frame[cols].notna(), None).to_dict("records")
-    return [_json_safe(r) for r in records]
+    return [strict(r) for r in records]
 
 
 def _with_launch_shape(report: Report) -> pd.DataFrame:

@@ -104,7 +104,9 @@ def rich_console(stderr: bool):
 def render(result: dict, fmt: OutputFormat, top: int, group_by: str | None = None) -> str:
     """Format one analysis result."""
     if fmt is OutputFormat.json:
-        return json.dumps(result, indent=2, allow_nan=False) + "\n"
+        from . import json_text
+
+        return json_text.dumps_text(result)
     if fmt is OutputFormat.html:
         from .render.html import render_html
 
@@ -399,6 +401,7 @@ def profile_cmd(
     timings = dict(result.timings)
     started = time.monotonic()
     loaded_rules = warm_up.result()
+    from . import json_text
     from .analysis import analyze as run_analysis
     from .render.html import render_html
     from .render.text import render_text
@@ -424,7 +427,7 @@ def profile_cmd(
     html = render_html(data)
     timings["render"] = time.monotonic() - started
     data["session"]["timings_s"] = {k: round(v, 3) for k, v in timings.items()}
-    write_atomic(output / "report.json", json.dumps(data, indent=2, allow_nan=False) + "\n")
+    write_atomic(output / "report.json", json_text.dumps_text(data))
     write_atomic(output / "report.html", html)
     typer.echo(render_text(data))
     _warn(report.warnings)

@@ -7,7 +7,6 @@ one line on stderr and exits 1, after the report has been written.
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -119,7 +118,9 @@ def diff_command(
     if gates:
         data["gates"] = gates
     if format is DiffFormat.json:
-        text = json.dumps(data, indent=2, allow_nan=False) + "\n"
+        from . import json_text
+
+        text = json_text.dumps_text(data)
     elif format is DiffFormat.html:
         from .render.diff_html import render_diff_html
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .analysis import Analysis, _json_safe
+from .analysis import Analysis
 from .derive.quantities import label_of, unit_of
 from .diff_policy import (
     DEFAULT_MIN_SHARE_PCT,
@@ -52,6 +52,7 @@ from .diff_policy import (
     RENAME_THRESHOLD,
 )
 from .errors import NcuAdviseError
+from .json_text import strict
 from .rules_engine.findings import SEVERITY_RANK, Finding
 
 SCHEMA_VERSION = 1
@@ -436,7 +437,7 @@ class RunDiff:
             row["roofline"] = {"before": _roof_point(self.before, p.before),
                                "after": _roof_point(self.after, p.after)}
             row["quantities"] = _quantity_deltas(self.before, p.before, self.after, p.after)
-            rows.append(_json_safe(row))
+            rows.append(strict(row))
         return rows
 
     def to_dict(self) -> dict:
@@ -446,7 +447,7 @@ class RunDiff:
         band = self.total_band_pct
         counts = {k: sum(1 for p in self.pairs if p.match == k)
                   for k in (*MATCH_KINDS, "new", "gone")}
-        return _json_safe({
+        return strict({
             "schema_version": SCHEMA_VERSION,
             "kind": "diff",
             "before": _side(self.before, self.before_repeats),

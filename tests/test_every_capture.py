@@ -3,6 +3,7 @@ every number it shows twice (a finding's evidence, a panel, the summary) is the 
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import re
@@ -69,6 +70,12 @@ def test_capture_analyzes(path):
     assert len(data["kernels"]) == len(report.launches) > 0
     assert findings_panel_disagreements(data) == []
     assert render_text(data).startswith("ncu-advise:")
+    # The streamed JSON writer (orjson, kernel by kernel) writes the same document.
+    written = io.BytesIO()
+    analysis_cached(_inputs(path)).write_json(written)
+    streamed = json.loads(written.getvalue())
+    assert streamed.pop("generated_at") and data.pop("generated_at")
+    assert streamed == json.loads(json.dumps(data))
 
 
 def _form_of_folder(path: Path) -> tuple[str, str]:
