@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -311,7 +311,7 @@ def _most_severe_first(found: list[Finding]) -> list[Finding]:
                                                 f.estimated_saving_ns))
 
 
-_FINDING_FIELDS = [f.name for f in fields(Finding) if f.name != "launch"]
+_FINDING_FIELDS = Finding.FIELDS
 
 
 def _finding_dict(f: Finding) -> dict:

@@ -115,7 +115,7 @@ def test_source_page_table_matches_the_export():
 def test_without_source_counters_the_finding_says_how_to_collect_them():
     analysis = _analysis("coalescing", with_page=False)
     finding = _finding(analysis, "coalescing.global-loads")
-    assert finding.source_lines == []
+    assert list(finding.source_lines) == []
     assert "-lineinfo" in finding.collect_with and "--page source" in finding.collect_with
     ranked = [g for g in analysis.to_dict()["findings"] if g["rule"] == finding.rule]
     assert ranked[0]["collect_with"] == finding.collect_with

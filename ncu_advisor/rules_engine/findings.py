@@ -11,7 +11,7 @@ import csv
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass
 from functools import lru_cache
 from importlib import resources
 
@@ -110,40 +110,138 @@ class Evidence(Mapping):
         return f"Evidence({dict(self.items())!r})"
 
 
-@dataclass(slots=True)  # no per-finding __dict__: reports hold 100,000s of findings
-class Finding:
-    """One piece of advice about one launch (or the application)."""
+@dataclass(frozen=True, slots=True)
+class RuleTexts:
+    """A rule's title, advice and explanation templates, and the values their fields read.
 
-    rule: str
-    category: str
-    severity: str
-    confidence: str
+    One per rule: a finding keeps this and its values of ``names``, and its texts are filled
+    when read. Filled texts were ~400 bytes a finding (~50 MB for the 125,000 findings of a
+    1 GB export), the largest part of a finding.
+    """
+
     title: str
-    evidence: Mapping[str, dict]  # a dict, or an Evidence
     advice: str
     explanation: str
-    estimated_speedup_pct: float | None
-    estimated_saving_ns: float | None
-    demo: str | None
-    references: list[str] = field(default_factory=list)
-    launch: int | None = None
-    kernel_ids: list[int] = field(default_factory=list)
-    launch_ids: list[int] = field(default_factory=list)  # application findings: launches
-    # Where the evidence came from: "metrics", "ncu-rule" (values stated by Nsight Compute's
-    # rule messages, as on a details-page export) or "both" (metrics, and an ncu rule of the
-    # same category fired on the launch).
-    evidence_source: str = "metrics"
-    origin: str | None = None  # whose kernel (user, cublas, pytorch, ...)
-    note: str | None = None  # why severity or advice were adjusted (library kernel, short launch)
-    # Findings that live on lines: the top source lines of the cause (derive/source_lines.py),
-    # or how to collect source-level counters when the input lacks them.
-    source_lines: list[dict] = field(default_factory=list)
-    source_cause: str | None = None
-    collect_with: str | None = None
+    names: tuple[str, ...]
+
+    def fill(self, template: str, values: tuple) -> str:
+        """``template`` (one of this rule's) filled with a finding's values of ``names``."""
+        return fill_template(template, dict(zip(self.names, values, strict=True)))
+
+
+@lru_cache(maxsize=512)
+def rule_texts(title: str, advice: str, explanation: str) -> RuleTexts:
+    """The shared :class:`RuleTexts` of one rule's three (stripped) templates."""
+    names = tuple(dict.fromkeys(m.group(1) for text in (title, advice, explanation)
+                                for m in _FIELD.finditer(text)))
+    return RuleTexts(title, advice, explanation, names)
+
+
+_NO_TEXTS = RuleTexts("", "", "", ())
+
+
+class Finding:
+    """One piece of advice about one launch (or the application).
+
+    ``title``, ``advice`` and ``explanation`` are strings to every reader; a finding built
+    from a rule holds the rule's :class:`RuleTexts` and fills them when read, until one is
+    set (the origin policy replaces a library kernel's advice). No per-finding ``__dict__``
+    and empty lists shared as ``()``: reports hold 100,000s of findings.
+    """
+
+    # The JSON entry's fields, in order (``launch`` is where the entry sits, not a field).
+    FIELDS = ("rule", "category", "severity", "confidence", "title", "evidence", "advice",
+              "explanation", "estimated_speedup_pct", "estimated_saving_ns", "demo",
+              "references", "kernel_ids", "launch_ids", "evidence_source", "origin", "note",
+              "source_lines", "source_cause", "collect_with")
+
+    __slots__ = ("rule", "category", "severity", "confidence", "evidence",
+                 "estimated_speedup_pct", "estimated_saving_ns", "demo", "references",
+                 "launch", "kernel_ids", "launch_ids", "evidence_source", "origin", "note",
+                 "source_lines", "source_cause", "collect_with",
+                 "_texts", "_text_values", "_title", "_advice", "_explanation")
+
+    def __init__(self, rule: str, category: str, severity: str, confidence: str,
+                 title: str | None = None, evidence: Mapping[str, dict] | None = None,
+                 advice: str | None = None, explanation: str | None = None,
+                 estimated_speedup_pct: float | None = None,
+                 estimated_saving_ns: float | None = None, demo: str | None = None,
+                 references: tuple[str, ...] | list[str] = (), launch: int | None = None,
+                 kernel_ids: tuple[int, ...] | list[int] = (),
+                 launch_ids: tuple[int, ...] | list[int] = (),
+                 evidence_source: str = "metrics", origin: str | None = None,
+                 note: str | None = None, source_lines: tuple | list = (),
+                 source_cause: str | None = None, collect_with: str | None = None,
+                 texts: RuleTexts = _NO_TEXTS, text_values: tuple = ()) -> None:
+        self.rule, self.category = rule, category
+        self.severity, self.confidence = severity, confidence
+        self.evidence = {} if evidence is None else evidence  # a dict, or an Evidence
+        self.estimated_speedup_pct = estimated_speedup_pct
+        self.estimated_saving_ns = estimated_saving_ns
+        self.demo, self.references, self.launch = demo, references, launch
+        self.kernel_ids, self.launch_ids = kernel_ids, launch_ids  # application findings
+        # Where the evidence came from: "metrics", "ncu-rule" (values stated by Nsight
+        # Compute's rule messages, as on a details-page export) or "both" (metrics, and an
+        # ncu rule of the same category fired on the launch).
+        self.evidence_source = evidence_source
+        self.origin = origin  # whose kernel (user, cublas, pytorch, ...)
+        self.note = note  # why severity or advice were adjusted (library kernel, short launch)
+        # Findings that live on lines: the top source lines of the cause
+        # (derive/source_lines.py), or how to collect source-level counters.
+        self.source_lines, self.source_cause = source_lines, source_cause
+        self.collect_with = collect_with
+        self._texts, self._text_values = texts, text_values
+        self._title, self._advice, self._explanation = title, advice, explanation
+
+    @property
+    def title(self) -> str:
+        """One line: what is wrong, with the numbers."""
+        if self._title is not None:
+            return self._title
+        return self._texts.fill(self._texts.title, self._text_values)
+
+    @title.setter
+    def title(self, text: str) -> None:
+        self._title = text
+
+    @property
+    def advice(self) -> str:
+        """What to change."""
+        if self._advice is not None:
+            return self._advice
+        return self._texts.fill(self._texts.advice, self._text_values)
+
+    @advice.setter
+    def advice(self, text: str) -> None:
+        self._advice = text
+
+    @property
+    def explanation(self) -> str:
+        """Why it costs time."""
+        if self._explanation is not None:
+            return self._explanation
+        return self._texts.fill(self._texts.explanation, self._text_values)
+
+    @explanation.setter
+    def explanation(self, text: str) -> None:
+        self._explanation = text
 
     def to_dict(self) -> dict:
-        """Return the JSON form (contract field names)."""
-        return asdict(replace(self, evidence=dict(self.evidence)))
+        """Return the JSON form (contract field names; lists, plain dicts, NaN as None)."""
+        from ..json_text import strict
+
+        return {"launch": self.launch, **strict(
+            {name: getattr(self, name) for name in self.FIELDS})}
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Finding):
+            return NotImplemented
+        return self.to_dict() == other.to_dict()
+
+    __hash__ = None  # mutable, as the dataclass it replaced
+
+    def __repr__(self) -> str:
+        return f"Finding({self.rule!r}, launch={self.launch!r}, severity={self.severity!r})"
 
 
 @dataclass
@@ -266,17 +364,38 @@ def make_finding(rule: Rule, values: Mapping[str, float], *, severity: str | Non
     """
     saving = (speedup_pct / 100.0 * duration_ns
               if speedup_pct is not None and not np.isnan(duration_ns) else None)
+    texts = _texts_of(rule)
+    title = None  # filled from the rule's template when read
+    if title_prefix or title_suffix:
+        title = title_prefix + fill_template(rule.title, values) + title_suffix
     return Finding(
         rule=rule.id, category=rule.category,
         severity=severity if severity is not None else severity_of(rule, values),
         confidence=confidence if confidence is not None else confidence_of(rule, values),
-        evidence_source=evidence_source,
-        title=title_prefix + fill_template(rule.title, values) + title_suffix,
+        evidence_source=evidence_source, title=title,
         evidence=({**evidence, **evidence_of(rule.evidence, values)} if evidence
                   else evidence_of(rule.evidence, values)),
-        advice=fill_template(_stripped(rule.fix), values),
-        explanation=fill_template(_stripped(rule.explanation), values),
         estimated_speedup_pct=speedup_pct, estimated_saving_ns=saving, demo=rule.demo,
-        references=list(rule.references), launch=launch,
-        kernel_ids=list(kernel_ids or []), launch_ids=list(launch_ids or []),
+        references=_references(tuple(rule.references)), launch=launch,
+        # Lists where given (application findings, a few); one shared () where empty.
+        kernel_ids=list(kernel_ids) if kernel_ids else (),
+        launch_ids=list(launch_ids) if launch_ids else (),
+        texts=texts, text_values=tuple(_text_value(values.get(name)) for name in texts.names),
     )
+
+
+def _texts_of(rule: Rule) -> RuleTexts:
+    return rule_texts(rule.title, _stripped(rule.fix), _stripped(rule.explanation))
+
+
+def _text_value(value):
+    """A value a text field reads: a float (NaN: not measured, the field reads n/a)."""
+    if value is None:
+        return np.nan
+    return value
+
+
+@lru_cache(maxsize=512)
+def _references(references: tuple[str, ...]) -> tuple[str, ...]:
+    """One tuple object per rule's references, however many findings."""
+    return references

@@ -9,6 +9,8 @@ on their own are capped at ``low``.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import pandas as pd
 
 from ..derive.origin import OriginTable
@@ -49,6 +51,12 @@ def apply_policy(findings: list[Finding], launches: pd.DataFrame,
     return findings
 
 
+@lru_cache(maxsize=1024)
+def _nothing_to_change(label: str) -> str:
+    return (f"Nothing to change at the call site: this is {label}'s code. Look at the "
+            "kernels you write, or at how this one is called (shapes, precision, layout).")
+
+
 def _for_library_kernel(f: Finding, row: dict, table: OriginTable) -> None:
     label = row["origin_label"]
     advice = table.caller_advice.get(f.category)
@@ -63,8 +71,7 @@ def _for_library_kernel(f: Finding, row: dict, table: OriginTable) -> None:
     f.estimated_speedup_pct = None
     f.note = _join(f.note, f"{label} kernel: its {f.category} is the library's own design, "
                            "not something the caller can change")
-    f.advice = (f"Nothing to change at the call site: this is {label}'s code. Look at the "
-                "kernels you write, or at how this one is called (shapes, precision, layout).")
+    f.advice = _nothing_to_change(label)
 
 
 def _for_application_finding(f: Finding, by_launch: dict[int, dict],
@@ -83,5 +90,6 @@ def _for_application_finding(f: Finding, by_launch: dict[int, dict],
         f.note = _join(f.note, f"{labels} kernels: advice is for the caller")
 
 
+@lru_cache(maxsize=4096)  # one note object per distinct text, not one per finding
 def _join(a: str | None, b: str) -> str:
     return b if not a else f"{a}; {b}"
