@@ -414,3 +414,24 @@ def test_undecodable_names_from_a_damaged_report_become_replacement_characters()
     assert clean[1]["name"] == "k\ufffd" and clean[2] == ["m\ufffd"] and clean[5][0] == "x\ufffd"
     assert clean[4] == [1.0] and isinstance(clean, tuple)
     "".join([clean[1]["name"]]).encode("utf-8")  # valid UTF-8 now
+
+
+def test_json_writer_is_strict_whatever_the_values():
+    """orjson writes the JSON; what it refuses (an integer beyond 64 bits, a lone surrogate
+    from a damaged name) goes through the standard library with the same clean-up."""
+    import numpy as np
+
+    from ncu_advisor import json_text
+
+    value = {"nan": float("nan"), "inf": np.float64("inf"), "n": np.int32(3), "t": (1, 2),
+             "name": "k<\u00e9\u2028\x1b>"}
+    assert json.loads(json_text.dumps(value)) == {"nan": None, "inf": None, "n": 3,
+                                                  "t": [1, 2], "name": "k<\u00e9\u2028\x1b>"}
+    for odd in ({"id": 10**30, "x": float("nan")}, {"name": "k\udc80", "x": float("inf")}):
+        text = json_text.dumps(odd)
+        parsed = json.loads(text)  # strict: no NaN or Infinity token
+        assert parsed["x"] is None and b"NaN" not in text and b"Infinity" not in text
+    nested = json_text.dumps({"a": [1, {"b": 2}]}, depth=2)
+    assert nested.splitlines()[1] == b'      "a": ['  # 2 spaces of its own + 4 of the depth
+    with pytest.raises(TypeError):
+        json_text.dumps({"x": object()})
