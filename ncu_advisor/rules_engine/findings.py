@@ -140,6 +140,25 @@ def rule_texts(title: str, advice: str, explanation: str) -> RuleTexts:
 _NO_TEXTS = RuleTexts("", "", "", ())
 
 
+class _FilledText:
+    """A finding's text: the one set on it, else its rule's template filled when read."""
+
+    def __init__(self, name: str, doc: str) -> None:
+        self.name, self.slot, self.__doc__ = name, "_" + name, doc
+
+    def __get__(self, finding, owner=None):
+        if finding is None:
+            return self
+        text = getattr(finding, self.slot)
+        if text is not None:
+            return text
+        texts = finding._texts
+        return texts.fill(getattr(texts, self.name), finding._text_values)
+
+    def __set__(self, finding, text: str) -> None:
+        setattr(finding, self.slot, text)
+
+
 class Finding:
     """One piece of advice about one launch (or the application).
 
@@ -193,38 +212,9 @@ class Finding:
         self._texts, self._text_values = texts, text_values
         self._title, self._advice, self._explanation = title, advice, explanation
 
-    @property
-    def title(self) -> str:
-        """One line: what is wrong, with the numbers."""
-        if self._title is not None:
-            return self._title
-        return self._texts.fill(self._texts.title, self._text_values)
-
-    @title.setter
-    def title(self, text: str) -> None:
-        self._title = text
-
-    @property
-    def advice(self) -> str:
-        """What to change."""
-        if self._advice is not None:
-            return self._advice
-        return self._texts.fill(self._texts.advice, self._text_values)
-
-    @advice.setter
-    def advice(self, text: str) -> None:
-        self._advice = text
-
-    @property
-    def explanation(self) -> str:
-        """Why it costs time."""
-        if self._explanation is not None:
-            return self._explanation
-        return self._texts.fill(self._texts.explanation, self._text_values)
-
-    @explanation.setter
-    def explanation(self, text: str) -> None:
-        self._explanation = text
+    title = _FilledText("title", "One line: what is wrong, with the numbers.")
+    advice = _FilledText("advice", "What to change.")
+    explanation = _FilledText("explanation", "Why it costs time.")
 
     def to_dict(self) -> dict:
         """Return the JSON form (contract field names; lists, plain dicts, NaN as None)."""
