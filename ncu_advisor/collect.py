@@ -122,7 +122,7 @@ def metric_readers() -> dict[str, list[str]]:
     """
     from .derive import launch_shape, occupancy, roofline
     from .derive.quantities import QUANTITIES
-    from .readers import _SESSION_METRICS, source_page
+    from .readers import _SESSION_METRICS, ncu_rep_child
     from .readers.csv_export import DURATION
 
     readers: dict[str, list[str]] = {}
@@ -151,7 +151,7 @@ def metric_readers() -> dict[str, list[str]]:
     add(["launch__grid_size", "launch__block_size", "launch__waves_per_multiprocessor"],
         "launch shape")
     add(_SESSION_METRICS.values(), "session facts")
-    add([m for m in source_page._REP_METRICS if not m.startswith("smsp__pcsamp")]
+    add([m for m in ncu_rep_child.REP_METRICS if not m.startswith("smsp__pcsamp")]
         + list(SOURCE_LINE_METRICS), "source lines")
     add([DURATION], "readers (launch duration)")
     add(_IDENTITY, "readers (launch identity)")

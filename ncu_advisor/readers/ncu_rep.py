@@ -4,7 +4,8 @@ The ``ncu-report`` wheel on PyPI reads reports offline (no CUDA, no ncu); where 
 the ``extras/python`` folder of an Nsight Compute install works too (``NCU_REPORT_PATH`` or
 the usual install folders are tried). The native reader runs in a child process
 (``ncu_rep_child.py``): a damaged report that makes it abort ends the child, and the user gets
-one line naming the file. Launches stream back one at a time, with only the metrics asked for.
+one line naming the file. Launches stream back one at a time, with only the metrics asked for,
+then their source lines; this process never loads the report itself.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..errors import ReportParseError
 from ..report import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, Report
 from . import ncu_rep_child
 from .common import short_name
-from .source_page import source_lines_frame, source_lines_of_action
+from .source_page import source_lines_frame
 
 # The ncu_report module's own MsgType enum (OK 1, OPTIMIZATION 2, WARNING 3, ERR 4); it differs
 # from the numbering inside the report file. Checked against the CSV export of the same report.
@@ -119,11 +120,21 @@ def read_ncu_rep(path: Path, metrics: Iterable[str] | None = None) -> Report:
     names_parts, unit_parts, value_parts, launch_parts = [], [], [], []
     texts: dict[int, str] = {}
     position = 0
-    for _, facts, names, units, values, strings, rules in _records(path, metrics):
+    launch_of: dict[int, int] = {}  # the child's record number -> launch number
+    line_rows: list[dict] = []
+    for record in _records(path, metrics):
+        if record[0] == "lines":  # the per-line counters come after every launch
+            _, number, rows = record
+            if number in launch_of:
+                line_rows.extend({**row, "launch": launch_of[number]} for row in rows)
+            continue
+        _, facts, names, units, values, strings, rules = record
+        number = len(launch_of) + empty
         if not facts.get("name") and not names:
             empty += 1  # a cut-short or damaged report holds results without name or metrics
             continue
         idx = len(launch_rows)
+        launch_of[number] = idx
         launch_rows.append(_launch_row(idx, path, facts))
         names_parts.append(names)
         unit_parts.append(units)
@@ -167,31 +178,7 @@ def read_ncu_rep(path: Path, metrics: Iterable[str] | None = None) -> Report:
         r"@url:([^:@]*):([^@]*)@", r"\1 (\2)", regex=True)
     return Report(launches=launches, metrics=metrics_frame, ncu_rules=rules_frame,
                   sources=[str(path)], warnings=warnings,
-                  source_lines=source_lines_frame(_source_rows(path)))
-
-
-def _source_rows(path: Path) -> list[dict]:
-    """Per-line counters of every launch (``source_page.source_lines_of_action``).
-
-    Read in this process, but only after the child read the whole report without failing, so
-    a damaged file never reaches here. Launches are numbered as the child numbered them: results
-    without a name (a cut-short report) are skipped.
-    """
-    try:
-        ncu_report = ncu_rep_child.import_ncu_report()
-        ctx = ncu_report.load_report(str(path))
-    except Exception:  # noqa: BLE001 - no source lines is a fine answer here
-        return []
-    rows, idx = [], 0
-    for r in range(ctx.num_ranges()):
-        rng = ctx.range_by_idx(r)
-        for a in range(rng.num_actions()):
-            action = rng.action_by_idx(a)
-            if not action.name(ncu_report.IAction.NameBase_DEMANGLED):
-                continue
-            rows.extend(source_lines_of_action(action, idx))
-            idx += 1
-    return rows
+                  source_lines=source_lines_frame(line_rows))
 
 
 def _small_int(value) -> int:

@@ -7,6 +7,8 @@ stdin (``null``: all); results go to stdout as a stream of pickled records, one 
 so neither side holds the whole report twice:
 
 * ``("launch", facts, names, units, values, strings, rules)`` per kernel result;
+* ``("lines", record, rows)``: the source lines of the ``record``-th kernel result (those
+  built with line information and profiled with per-instruction counters), after them;
 * ``("done", count)`` at the end, or ``("error", message)``.
 
 Only the standard library is imported at the top; ``ncu_report`` is found by
@@ -31,6 +33,27 @@ FACT_METRICS = (
     "launch__stream_id", "gpu__time_duration.sum", "device__attribute_compute_capability_major",
     "device__attribute_compute_capability_minor",
 )
+
+
+# Per-PC metrics of a .ncu-rep -> our column (the stall reasons are added by prefix).
+REP_METRICS = {
+    "inst_executed": "inst_executed",
+    "thread_inst_executed": "thread_inst_executed",
+    "smsp__pcsamp_sample_count": "samples",
+    "memory_l2_theoretical_sectors_global": "l2_sectors_global",
+    "memory_l2_theoretical_sectors_global_ideal": "l2_sectors_global_ideal",
+    "derived__memory_l2_theoretical_sectors_global_excessive": "l2_sectors_global_excessive",
+    "derived__memory_l1_conflicts_shared_nway": "shared_nway",
+}
+_REP_STALL = "smsp__pcsamp_warps_issue_stalled_"
+# Enumerations of the per-PC memory_type / memory_access_type metrics, read off the same
+# instructions in a source page export of the same report (H200, ncu 2025.3.1).
+_MEMORY_TYPE = {4: "Global", 8: "Local", 16: "Shared"}
+_ACCESS_TYPE = {2: "Load", 4: "Store"}
+# Launches whose per-PC counters are read on one load of the report: the native reader keeps
+# every launch's SASS and line tables it has touched until the report is closed (~20 MB a
+# PyTorch launch of --set full on the H200: 2.1 GB for 96 launches read on one load).
+LINES_PER_LOAD = 16
 
 
 def ncu_report_folders() -> list[str]:
@@ -93,6 +116,54 @@ def _rules(action) -> list[tuple]:
     return rows
 
 
+def source_lines_of_action(action, launch: int) -> list[dict]:
+    """Rows of ``source_page.SOURCE_LINE_COLUMNS`` from one action's per-PC metrics.
+
+    Empty when the report holds no per-instruction counters (no SourceCounters section) or
+    the kernel has no line information (built without ``-lineinfo``).
+    """
+    names = set(action.metric_names())
+    if "inst_executed" not in names:
+        return []
+    columns: dict[str, dict[int, float]] = {}
+    wanted = dict(REP_METRICS)
+    wanted.update({n: "stall_" + n[len(_REP_STALL):] for n in names
+                   if n.startswith(_REP_STALL) and not n.endswith("_not_issued")})
+    for metric_name, col in [*wanted.items(), ("memory_type", "_mtype"),
+                             ("memory_access_type", "_atype")]:
+        if metric_name not in names:
+            continue
+        metric = action[metric_name]
+        if not metric.has_correlation_ids():
+            continue
+        pcs = metric.correlation_ids()
+        columns[col] = {pcs.as_uint64(i): float(metric.as_double(i))
+                        for i in range(metric.num_instances())}
+    if "inst_executed" not in columns:
+        return []
+    function = action.name()
+    rows = []
+    # Every PC any counter names (a stall can sit on an instruction that never retired).
+    pcs_seen = set().union(*(v.keys() for k, v in columns.items() if not k.startswith("_")))
+    for pc in sorted(pcs_seen):
+        info = action.source_info(pc)
+        if info is None or not info.line():
+            continue
+        mtype, atype = columns.get("_mtype", {}).get(pc), columns.get("_atype", {}).get(pc)
+        row = {"launch": launch, "function": function, "file": info.file_name(),
+               "line": int(info.line()), "address": int(pc),
+               "sass": (action.sass_by_pc(pc) or "").strip(),
+               "address_space": None if mtype is None else _MEMORY_TYPE.get(
+                   int(mtype), f"type {int(mtype)}"),
+               "access": None if atype is None else _ACCESS_TYPE.get(
+                   int(atype), f"type {int(atype)}")}
+        for col, values in columns.items():
+            if not col.startswith("_"):
+                row[col] = values.get(pc, 0.0)
+        rows.append(row)
+    return rows
+
+
 def read(path: str, wanted: set[str] | None, out) -> None:
     """Stream the launches of one report to ``out`` (a binary file)."""
     ncu_report = import_ncu_report()
@@ -108,33 +179,62 @@ def read(path: str, wanted: set[str] | None, out) -> None:
         return
     string_kind = getattr(ncu_report.IMetric, "ValueKind_STRING", 2)
     count = 0
+    with_counters = []  # record numbers of the launches with per-PC counters
+    for action in _actions(ctx):
+        names, units, values, strings = [], [], [], {}
+        facts = {}
+        for name in action.metric_names():
+            if name == "inst_executed":
+                with_counters.append(count)
+            keep = wanted is None or name in wanted
+            if not keep and name not in FACT_METRICS:
+                continue
+            metric = action[name]
+            if metric.kind() == string_kind:
+                text, value = str(metric.as_string()), math.nan
+            else:
+                text, value = None, _float(metric.as_double())
+            facts[name] = value
+            if keep:
+                names.append(name)
+                units.append(metric.unit() or "")
+                values.append(value)
+                if text is not None:
+                    strings[len(names) - 1] = text
+        facts["name"] = action.name(ncu_report.IAction.NameBase_DEMANGLED)
+        facts["nvtx"] = _nvtx_of(action)
+        pickle.dump(("launch", facts, names, units, values, strings, _rules(action)), out)
+        count += 1
+    del ctx
+    _read_lines(ncu_report, path, with_counters, out)
+    pickle.dump(("done", count), out)
+
+
+def _actions(ctx):
+    """Every kernel result of a loaded report, in order."""
     for r in range(ctx.num_ranges()):
         rng = ctx.range_by_idx(r)
         for a in range(rng.num_actions()):
-            action = rng.action_by_idx(a)
-            names, units, values, strings = [], [], [], {}
-            facts = {}
-            for name in action.metric_names():
-                keep = wanted is None or name in wanted
-                if not keep and name not in FACT_METRICS:
-                    continue
-                metric = action[name]
-                if metric.kind() == string_kind:
-                    text, value = str(metric.as_string()), math.nan
-                else:
-                    text, value = None, _float(metric.as_double())
-                facts[name] = value
-                if keep:
-                    names.append(name)
-                    units.append(metric.unit() or "")
-                    values.append(value)
-                    if text is not None:
-                        strings[len(names) - 1] = text
-            facts["name"] = action.name(ncu_report.IAction.NameBase_DEMANGLED)
-            facts["nvtx"] = _nvtx_of(action)
-            pickle.dump(("launch", facts, names, units, values, strings, _rules(action)), out)
-            count += 1
-    pickle.dump(("done", count), out)
+            yield rng.action_by_idx(a)
+
+
+def _read_lines(ncu_report, path: str, records: list[int], out) -> None:
+    """Send ``("lines", record, rows)`` for each launch of ``records`` that has source lines.
+
+    The report is loaded afresh for every :data:`LINES_PER_LOAD` launches, so the native
+    reader's memory stays bounded however many launches the report holds.
+    """
+    for start in range(0, len(records), LINES_PER_LOAD):
+        batch = set(records[start:start + LINES_PER_LOAD])
+        ctx = ncu_report.load_report(path)
+        for record, action in enumerate(_actions(ctx)):
+            if record in batch:
+                rows = source_lines_of_action(action, record)
+                if rows:
+                    pickle.dump(("lines", record, rows), out)
+            elif record > max(batch):
+                break
+        del ctx
 
 
 def main() -> int:

@@ -49,22 +49,6 @@ _CSV_COLUMNS = {
     "L1 Conflicts Shared N-Way": "shared_nway",
 }
 _TEXT_COLUMNS = ("address_space", "access")
-# Per-PC metrics of a .ncu-rep -> our column (the stall reasons are added by prefix).
-_REP_METRICS = {
-    "inst_executed": "inst_executed",
-    "thread_inst_executed": "thread_inst_executed",
-    "smsp__pcsamp_sample_count": "samples",
-    "memory_l2_theoretical_sectors_global": "l2_sectors_global",
-    "memory_l2_theoretical_sectors_global_ideal": "l2_sectors_global_ideal",
-    "derived__memory_l2_theoretical_sectors_global_excessive": "l2_sectors_global_excessive",
-    "derived__memory_l1_conflicts_shared_nway": "shared_nway",
-}
-_REP_STALL = "smsp__pcsamp_warps_issue_stalled_"
-# Enumerations of the per-PC memory_type / memory_access_type metrics, read off the same
-# instructions in a source page export of the same report (H200, ncu 2025.3.1).
-_MEMORY_TYPE = {4: "Global", 8: "Local", 16: "Shared"}
-_ACCESS_TYPE = {2: "Load", 4: "Store"}
-
 _SOURCE_PAGE_START = b'"File Path",'
 
 
@@ -151,54 +135,6 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
             frame[col] = None if col in _TEXT_COLUMNS else np.nan
     stalls = sorted(c for c in frame.columns if c.startswith("stall_"))
     return frame[SOURCE_LINE_COLUMNS + stalls].reset_index(drop=True)
-
-
-def source_lines_of_action(action, launch: int) -> list[dict]:
-    """Rows of ``SOURCE_LINE_COLUMNS`` from one ``.ncu-rep`` action's per-PC metrics.
-
-    Empty when the report holds no per-instruction counters (no SourceCounters section) or
-    the kernel has no line information (built without ``-lineinfo``).
-    """
-    names = set(action.metric_names())
-    if "inst_executed" not in names:
-        return []
-    columns: dict[str, dict[int, float]] = {}
-    wanted = dict(_REP_METRICS)
-    wanted.update({n: "stall_" + n[len(_REP_STALL):] for n in names
-                   if n.startswith(_REP_STALL) and not n.endswith("_not_issued")})
-    for metric_name, col in [*wanted.items(), ("memory_type", "_mtype"),
-                             ("memory_access_type", "_atype")]:
-        if metric_name not in names:
-            continue
-        metric = action[metric_name]
-        if not metric.has_correlation_ids():
-            continue
-        pcs = metric.correlation_ids()
-        columns[col] = {pcs.as_uint64(i): float(metric.as_double(i))
-                        for i in range(metric.num_instances())}
-    if "inst_executed" not in columns:
-        return []
-    function = action.name()
-    rows = []
-    # Every PC any counter names (a stall can sit on an instruction that never retired).
-    pcs_seen = set().union(*(v.keys() for k, v in columns.items() if not k.startswith("_")))
-    for pc in sorted(pcs_seen):
-        info = action.source_info(pc)
-        if info is None or not info.line():
-            continue
-        mtype, atype = columns.get("_mtype", {}).get(pc), columns.get("_atype", {}).get(pc)
-        row = {"launch": launch, "function": function, "file": info.file_name(),
-               "line": int(info.line()), "address": int(pc),
-               "sass": (action.sass_by_pc(pc) or "").strip(),
-               "address_space": None if mtype is None else _MEMORY_TYPE.get(
-                   int(mtype), f"type {int(mtype)}"),
-               "access": None if atype is None else _ACCESS_TYPE.get(
-                   int(atype), f"type {int(atype)}")}
-        for col, values in columns.items():
-            if not col.startswith("_"):
-                row[col] = values.get(pc, 0.0)
-        rows.append(row)
-    return rows
 
 
 def source_lines_frame(rows: list[dict]) -> pd.DataFrame:
