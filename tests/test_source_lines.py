@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from ncu_advisor.analysis import analyze
@@ -152,3 +153,16 @@ def test_json_text_and_html_name_the_lines(page_analyses):
     assert ".cubin.cu:25 (100%): LDS" in text
     html = render_html(data)
     assert ".cubin.cu:25</code>" in html and "LDS R11, [R14]" in html
+
+
+def test_ncu_rep_lines_read_by_several_children_are_the_same(monkeypatch):
+    """The native reader frees nothing until its process ends, so source lines are read by a
+    child per few launches; how the launches are split must not change the table."""
+    from ncu_advisor.readers import ncu_rep_child
+
+    path = ROOT / "sample_reports/forms/forms_app.ncu-rep"
+    whole = read_report(path).source_lines
+    monkeypatch.setattr(ncu_rep_child, "LINES_PER_CHILD", 1)
+    split = read_report(path).source_lines
+    assert len(whole) > 0 and whole["launch"].nunique() > 1
+    pd.testing.assert_frame_equal(split, whole)

@@ -66,14 +66,16 @@ def _valid_text(value):
     return value
 
 
-def _records(path: Path, metrics: Iterable[str] | None):
-    """Run the child on one report and yield its records; a crash becomes one line."""
-    wanted = None if metrics is None else sorted(metrics)
+def _records(path: Path, request: list[str] | dict | None):
+    """Run the child on one report and yield its records; a crash becomes one line.
+
+    ``request``: the metric names to read (None: all), or ``{"lines": [record, ...]}``.
+    """
     with tempfile.TemporaryFile() as err:  # the native reader logs here, not on our stderr
         proc = subprocess.Popen([sys.executable, str(_CHILD), str(path)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
         try:
-            proc.stdin.write(json.dumps(wanted).encode())
+            proc.stdin.write(json.dumps(request).encode())
             proc.stdin.close()
             done = False
             while not done:
@@ -121,12 +123,10 @@ def read_ncu_rep(path: Path, metrics: Iterable[str] | None = None) -> Report:
     texts: dict[int, str] = {}
     position = 0
     launch_of: dict[int, int] = {}  # the child's record number -> launch number
-    line_rows: list[dict] = []
-    for record in _records(path, metrics):
-        if record[0] == "lines":  # the per-line counters come after every launch
-            _, number, rows = record
-            if number in launch_of:
-                line_rows.extend({**row, "launch": launch_of[number]} for row in rows)
+    with_counters: list[int] = []
+    for record in _records(path, None if metrics is None else sorted(metrics)):
+        if record[0] == "counters":
+            with_counters = record[1]
             continue
         _, facts, names, units, values, strings, rules = record
         number = len(launch_of) + empty
@@ -178,7 +178,25 @@ def read_ncu_rep(path: Path, metrics: Iterable[str] | None = None) -> Report:
         r"@url:([^:@]*):([^@]*)@", r"\1 (\2)", regex=True)
     return Report(launches=launches, metrics=metrics_frame, ncu_rules=rules_frame,
                   sources=[str(path)], warnings=warnings,
-                  source_lines=source_lines_frame(line_rows))
+                  source_lines=source_lines_frame(_source_rows(path, with_counters, launch_of)))
+
+
+def _source_rows(path: Path, records: list[int], launch_of: dict[int, int]) -> list[dict]:
+    """The source lines of the launches with per-instruction counters, numbered as launches.
+
+    A child per :data:`~.ncu_rep_child.LINES_PER_CHILD` launches: the native reader frees
+    none of what it loaded until its process ends.
+    """
+    rows: list[dict] = []
+    records = [r for r in records if r in launch_of]
+    step = ncu_rep_child.LINES_PER_CHILD
+    try:
+        for start in range(0, len(records), step):
+            for _, number, found in _records(path, {"lines": records[start:start + step]}):
+                rows.extend({**row, "launch": launch_of[number]} for row in found)
+    except ReportParseError:  # the metrics were read whole; lines are a bonus
+        pass
+    return rows
 
 
 def _small_int(value) -> int:

@@ -7,9 +7,12 @@ stdin (``null``: all); results go to stdout as a stream of pickled records, one 
 so neither side holds the whole report twice:
 
 * ``("launch", facts, names, units, values, strings, rules)`` per kernel result;
-* ``("lines", record, rows)``: the source lines of the ``record``-th kernel result (those
-  built with line information and profiled with per-instruction counters), after them;
+* ``("counters", records)``: which kernel results have per-instruction counters;
 * ``("done", count)`` at the end, or ``("error", message)``.
+
+Given ``{"lines": [record, ...]}`` on stdin instead, it sends ``("lines", record, rows)``:
+the source lines of those kernel results (the ones built with line information), then
+``done``. The reader asks a new child for every :data:`LINES_PER_CHILD` launches.
 
 Only the standard library is imported at the top; ``ncu_report`` is found by
 :func:`import_ncu_report` (the PyPI wheel, ``NCU_REPORT_PATH`` or an Nsight Compute install).
@@ -50,10 +53,10 @@ _REP_STALL = "smsp__pcsamp_warps_issue_stalled_"
 # instructions in a source page export of the same report (H200, ncu 2025.3.1).
 _MEMORY_TYPE = {4: "Global", 8: "Local", 16: "Shared"}
 _ACCESS_TYPE = {2: "Load", 4: "Store"}
-# Launches whose per-PC counters are read on one load of the report: the native reader keeps
-# every launch's SASS and line tables it has touched until the report is closed (~20 MB a
-# PyTorch launch of --set full on the H200: 2.1 GB for 96 launches read on one load).
-LINES_PER_LOAD = 16
+# Launches whose source lines one child reads: the native reader keeps every launch's SASS and
+# line tables it has touched until the process ends, closing the report frees nothing (~20 MB
+# a PyTorch launch of --set full on the H200: 2.1 GB for 96 launches in one process).
+LINES_PER_CHILD = 16
 
 
 def ncu_report_folders() -> list[str]:
@@ -205,8 +208,7 @@ def read(path: str, wanted: set[str] | None, out) -> None:
         facts["nvtx"] = _nvtx_of(action)
         pickle.dump(("launch", facts, names, units, values, strings, _rules(action)), out)
         count += 1
-    del ctx
-    _read_lines(ncu_report, path, with_counters, out)
+    pickle.dump(("counters", with_counters), out)
     pickle.dump(("done", count), out)
 
 
@@ -218,31 +220,32 @@ def _actions(ctx):
             yield rng.action_by_idx(a)
 
 
-def _read_lines(ncu_report, path: str, records: list[int], out) -> None:
-    """Send ``("lines", record, rows)`` for each launch of ``records`` that has source lines.
-
-    The report is loaded afresh for every :data:`LINES_PER_LOAD` launches, so the native
-    reader's memory stays bounded however many launches the report holds.
-    """
-    for start in range(0, len(records), LINES_PER_LOAD):
-        batch = set(records[start:start + LINES_PER_LOAD])
-        ctx = ncu_report.load_report(path)
-        for record, action in enumerate(_actions(ctx)):
-            if record in batch:
-                rows = source_lines_of_action(action, record)
-                if rows:
-                    pickle.dump(("lines", record, rows), out)
-            elif record > max(batch):
-                break
-        del ctx
+def read_lines(path: str, records: list[int], out) -> None:
+    """Send ``("lines", record, rows)`` for each launch of ``records`` that has source lines."""
+    ncu_report = import_ncu_report()
+    ctx = ncu_report.load_report(path)
+    wanted, last = set(records), max(records, default=-1)
+    count = 0
+    for record, action in enumerate(_actions(ctx)):
+        if record > last:
+            break
+        if record in wanted:
+            rows = source_lines_of_action(action, record)
+            if rows:
+                pickle.dump(("lines", record, rows), out)
+            count += 1
+    pickle.dump(("done", count), out)
 
 
 def main() -> int:
     """Entry point of the child: ``python ncu_rep_child.py REPORT`` with JSON on stdin."""
-    wanted = json.loads(sys.stdin.read() or "null")
+    request = json.loads(sys.stdin.read() or "null")
     out = sys.stdout.buffer
     try:
-        read(sys.argv[1], None if wanted is None else set(wanted), out)
+        if isinstance(request, dict):  # {"lines": [record, ...]}
+            read_lines(sys.argv[1], request["lines"], out)
+        else:  # the metric names to keep, or null
+            read(sys.argv[1], None if request is None else set(request), out)
     except Exception as exc:  # noqa: BLE001 - the native module raises plain Exceptions
         pickle.dump(("error", f"not a readable .ncu-rep ({type(exc).__name__}: {exc})"), out)
     out.flush()
