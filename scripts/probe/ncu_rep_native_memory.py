@@ -14,8 +14,8 @@ import time
 
 sys.path.insert(0, "/opt/nvidia/nsight-compute/2025.3.1/extras/python")
 sys.path.insert(0, "ncu_advisor/readers")
-import ncu_report  # noqa: E402
 import ncu_rep_child  # noqa: E402
+import ncu_report  # noqa: E402
 
 
 def rss_mb() -> int:
