@@ -1,9 +1,12 @@
 """Precision and recall of medium/high findings on labelled captures of foreign code.
 
-Reads every capture of sample_reports/foreign/ in each form it exists in, scores ncu-advise and
-the NCU-rules-only baseline against tests/data/foreign_labels.toml, and prints a markdown table.
+Reads every labelled capture in each form it exists in, scores ncu-advise and the NCU-rules-only
+baseline against the labels, and prints a markdown table. Two sets: ``foreign``
+(sample_reports/foreign/, tests/data/foreign_labels.toml, the captures the rules were written
+against) and ``holdout`` (sample_reports/holdout/, tests/data/holdout_labels.toml, captured and
+labelled after the rules were last changed).
 
-    python benchmarks/foreign_quality.py [--json]
+    python benchmarks/foreign_quality.py [--set foreign|holdout] [--json]
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ from ncu_advisor.errors import ReportParseError
 from ncu_advisor.labels import Score, load_labels, score_analysis
 
 ROOT = Path(__file__).resolve().parent.parent
-FOREIGN = ROOT / "sample_reports" / "foreign"
-LABELS = ROOT / "tests" / "data" / "foreign_labels.toml"
+SETS = {"foreign": (ROOT / "sample_reports" / "foreign", ROOT / "tests/data/foreign_labels.toml"),
+        "holdout": (ROOT / "sample_reports" / "holdout", ROOT / "tests/data/holdout_labels.toml")}
+FOREIGN, LABELS = SETS["foreign"]
 # Form name -> file-name patterns (relative to the capture's stem).
 FORMS = {
     "details": ["{n}.details.csv*"],
@@ -29,25 +33,26 @@ FORMS = {
 }
 
 
-def files_for(capture: str, form: str) -> list[Path] | None:
+def files_for(capture: str, form: str, folder: Path = FOREIGN) -> list[Path] | None:
     """The files of one capture in one form (None when that form was not kept)."""
     out = []
     for pattern in FORMS[form]:
-        found = sorted(FOREIGN.glob(pattern.format(n=capture)))
+        found = sorted(folder.glob(pattern.format(n=capture)))
         if not found:
             return None
         out.append(found[0])
     return out
 
 
-def measure() -> dict[str, dict[str, Score]]:
+def measure(which: str = "foreign") -> dict[str, dict[str, Score]]:
     """Scores per form: {"form": {"ncu-advise": Score, "ncu rules": Score}}."""
-    labels = load_labels(LABELS)
+    folder, labels_file = SETS[which]
+    labels = load_labels(labels_file)
     results: dict[str, dict[str, Score]] = {}
     for form in FORMS:
         ours, baseline, captures = Score(), Score(), 0
         for capture, capture_labels in labels.items():
-            files = files_for(capture, form)
+            files = files_for(capture, form, folder)
             if files is None:
                 continue
             try:
@@ -71,7 +76,8 @@ def _row(form: str, who: str, s: Score, captures: int) -> str:
 
 
 def main() -> int:
-    results = measure()
+    which = sys.argv[sys.argv.index("--set") + 1] if "--set" in sys.argv else "foreign"
+    results = measure(which)
     if "--json" in sys.argv:
         print(json.dumps({form: {who: {"tp": s.true_positives, "fp": s.false_positives,
                                        "miss": s.misses, "not_evaluated": s.not_evaluated,

@@ -57,3 +57,22 @@ def test_every_form_meets_the_bar(form):
     assert ours.recall >= 0.9, ours.missed_cases
     if form != "raw":
         assert ours.precision >= base.precision and ours.recall >= base.recall
+
+
+HOLDOUT = ROOT / "sample_reports" / "holdout"
+HOLDOUT_LABELS = load_labels(ROOT / "tests" / "data" / "holdout_labels.toml")
+
+
+@pytest.mark.parametrize("form, precision, recall", [("raw", 1.0, 0.68), ("details", 0.84, 0.78)])
+def test_held_out_scores_do_not_fall(form, precision, recall):
+    """The held-out set (scored without changing the rules, BENCHMARKS section 5) as a floor:
+    a change that loses what was found there, or adds false positives, fails here."""
+    capture = "holdout_step"
+    labels = HOLDOUT_LABELS[capture]
+    report = read_report(sorted(HOLDOUT.glob(f"{capture}.{form}.csv*")))
+    assert sorted(labels) == sorted(int(i) for i in report.launches["id"])
+    ours, base = score_analysis(labels, analyze(report), f"{capture}/{form}")
+    assert ours.true_positives >= 11
+    assert ours.precision >= precision, ours.false_positive_cases
+    assert ours.recall >= recall, ours.missed_cases
+    assert ours.precision >= base.precision and ours.recall >= base.recall
