@@ -311,17 +311,14 @@ def _most_severe_first(found: list[Finding]) -> list[Finding]:
                                                 f.estimated_saving_ns))
 
 
-_FINDING_FIELDS = Finding.FIELDS
+def _finding_fields(f: Finding) -> dict:
+    """A finding's JSON entry for orjson, which writes its Evidence, tuples and NaN itself."""
+    return {name: getattr(f, name) for name in Finding.FIELDS}
 
 
 def _finding_dict(f: Finding) -> dict:
-    # strict() copies every dict and list: Finding.to_dict's deepcopy is not needed here.
-    return strict({name: getattr(f, name) for name in _FINDING_FIELDS})
-
-
-def _finding_fields(f: Finding) -> dict:
-    """A finding's JSON entry for orjson, which writes its Evidence, tuples and NaN itself."""
-    return {name: getattr(f, name) for name in _FINDING_FIELDS}
+    """The same entry for a renderer: plain dicts and lists, NaN as None (strict copies)."""
+    return strict(_finding_fields(f))
 
 
 def _ncu_rules_by_launch(frame: pd.DataFrame) -> dict[int, list[dict]]:

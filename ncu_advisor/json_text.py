@@ -31,8 +31,6 @@ def _default(value):
         return dict(value)
     if isinstance(value, np.generic):
         return value.item()
-    if isinstance(value, set | frozenset):
-        return sorted(value, key=repr)
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
@@ -56,7 +54,7 @@ def strict(value):
         return [strict(v) for v in value]
     if isinstance(value, Mapping):  # a dict subclass, or a finding's Evidence
         return {k: strict(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
+    if isinstance(value, list | tuple):
         return [strict(v) for v in value]
     if isinstance(value, np.generic):
         return strict(value.item())

@@ -1,4 +1,7 @@
-"""Source-level counters: the ``--page source`` CSV export and the per-PC metrics of a ``.ncu-rep``.
+"""Source-level counters: the ``--page source`` CSV export, and the per-PC metrics of a report.
+
+The per-PC metrics of a ``.ncu-rep`` are read by ``ncu_rep_child.source_lines_of_action``
+into the same table.
 
 Both give one row per SASS instruction with the CUDA line it came from (kernels built with
 ``-lineinfo``). They become the Report's ``source_lines`` table, one row per (launch, line,

@@ -18,6 +18,7 @@ from importlib import resources
 import numpy as np
 
 from ..derive.quantities import label_of, metrics_of, unit_of
+from ..json_text import strict
 from .conditions import holds
 from .schema import Rule
 
@@ -218,8 +219,6 @@ class Finding:
 
     def to_dict(self) -> dict:
         """Return the JSON form (contract field names; lists, plain dicts, NaN as None)."""
-        from ..json_text import strict
-
         return {"launch": self.launch, **strict(
             {name: getattr(self, name) for name in self.FIELDS})}
 
@@ -308,7 +307,7 @@ def evidence_of(names: list[str] | tuple[str, ...],
 
 @lru_cache(maxsize=512)
 def _shared(names: tuple[str, ...]) -> tuple[str, ...]:
-    """One tuple object per list of evidence names (a rule's), however many findings."""
+    """One tuple object per rule's names (evidence, references), however many findings."""
     return names
 
 
@@ -366,26 +365,14 @@ def make_finding(rule: Rule, values: Mapping[str, float], *, severity: str | Non
         evidence=({**evidence, **evidence_of(rule.evidence, values)} if evidence
                   else evidence_of(rule.evidence, values)),
         estimated_speedup_pct=speedup_pct, estimated_saving_ns=saving, demo=rule.demo,
-        references=_references(tuple(rule.references)), launch=launch,
+        references=_shared(tuple(rule.references)), launch=launch,
         # Lists where given (application findings, a few); one shared () where empty.
         kernel_ids=list(kernel_ids) if kernel_ids else (),
         launch_ids=list(launch_ids) if launch_ids else (),
-        texts=texts, text_values=tuple(_text_value(values.get(name)) for name in texts.names),
+        texts=texts, text_values=tuple(values.get(name) for name in texts.names),
     )
 
 
 def _texts_of(rule: Rule) -> RuleTexts:
     return rule_texts(rule.title, _stripped(rule.fix), _stripped(rule.explanation))
 
-
-def _text_value(value):
-    """A value a text field reads: a float (NaN: not measured, the field reads n/a)."""
-    if value is None:
-        return np.nan
-    return value
-
-
-@lru_cache(maxsize=512)
-def _references(references: tuple[str, ...]) -> tuple[str, ...]:
-    """One tuple object per rule's references, however many findings."""
-    return references
