@@ -1,78 +1,84 @@
-"""Advice on code this project did not write, scored against expert labels per export form.
+"""Advice on labelled captures, scored per export form (benchmarks/evaluation.py).
 
-The labels (tests/data/foreign_labels.toml) were written launch by launch; the bar is the
-issue's: medium/high findings with precision and recall of at least 90% in every form, and at
-least as good as Nsight Compute's own rules mapped to the checklist.
+``foreign`` and ``holdout`` are dev sets: the rules were written against the first, and the
+second was scored once without changing them. Their scores are kept here as floors, so a
+change that loses what was found there, or adds false positives, fails. The blind corpus
+(tests/test_corpus.py) is the measure of advice quality; these are regression guards.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
-from ncu_advisor import analyze, read_report
-from ncu_advisor.labels import Score, load_labels, score_analysis
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from evaluation import Tally, load_labels, score_analysis  # noqa: E402
+
+from ncu_advisor import analyze, read_report  # noqa: E402
+
 FOREIGN = ROOT / "sample_reports" / "foreign"
 LABELS = load_labels(ROOT / "tests" / "data" / "foreign_labels.toml")
+PATTERNS = {"details": ["details.csv*"], "raw": ["raw.csv*"],
+            "raw+details": ["raw.csv*", "details.csv*"]}
 
 
-def _files(capture: str, form: str) -> list[Path]:
-    patterns = {"details": ["details.csv*"], "raw": ["raw.csv*"],
-                "raw+details": ["raw.csv*", "details.csv*"]}[form]
-    return [sorted(FOREIGN.glob(f"{capture}.{p}"))[0] for p in patterns]
+def _files(folder: Path, capture: str, form: str) -> list[Path]:
+    return [sorted(folder.glob(f"{capture}.{p}"))[0] for p in PATTERNS[form]]
 
 
-def _score(captures, form):
-    ours, base = Score(), Score()
+def _score(folder, labels, captures, form):
+    ours, base = Tally(), Tally()
     for capture in captures:
-        analysis = analyze(read_report(_files(capture, form)))
-        mine, theirs = score_analysis(LABELS[capture], analysis, f"{capture}/{form}")
+        analysis = analyze(read_report(_files(folder, capture, form)))
+        mine, theirs = score_analysis(labels[capture], analysis, f"{capture}/{form}")
         ours.add(mine)
         base.add(theirs)
     return ours, base
 
 
 def test_labels_cover_every_launch_of_every_foreign_capture():
-    for capture, labels in LABELS.items():
-        report = read_report(_files(capture, "raw"))
-        assert sorted(labels) == sorted(int(i) for i in report.launches["id"]), capture
+    for capture, label in LABELS.items():
+        report = read_report(_files(FOREIGN, capture, "raw"))
+        assert sorted(label.launches) == sorted(int(i) for i in report.launches["id"]), capture
 
 
 def test_details_page_of_the_pytorch_step_meets_the_bar():
-    ours, base = _score(["torch_ops"], "details")
-    assert ours.precision >= 0.9, ours.false_positive_cases
-    assert ours.recall >= 0.9, ours.missed_cases
-    assert ours.precision >= base.precision and ours.recall >= base.recall
+    ours, base = _score(FOREIGN, LABELS, ["torch_ops"], "details")
+    assert ours.strict_precision >= 0.9, ours.false_positive_cases
+    assert ours.slot_recall >= 0.9, ours.missed_cases
+    assert ours.strict_precision >= base.strict_precision
+    assert ours.slot_recall >= base.slot_recall
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("form", ["details", "raw", "raw+details"])
 def test_every_form_meets_the_bar(form):
-    ours, base = _score(list(LABELS), form)
+    ours, base = _score(FOREIGN, LABELS, list(LABELS), form)
     assert ours.true_positives >= 15
-    assert ours.precision >= 0.9, ours.false_positive_cases
-    assert ours.recall >= 0.9, ours.missed_cases
+    assert ours.strict_precision >= 0.9, ours.false_positive_cases
+    assert ours.slot_recall >= 0.9, ours.missed_cases
     if form != "raw":
-        assert ours.precision >= base.precision and ours.recall >= base.recall
+        assert ours.strict_precision >= base.strict_precision
+        assert ours.slot_recall >= base.slot_recall
 
 
 HOLDOUT = ROOT / "sample_reports" / "holdout"
 HOLDOUT_LABELS = load_labels(ROOT / "tests" / "data" / "holdout_labels.toml")
 
 
-@pytest.mark.parametrize("form, precision, recall", [("raw", 1.0, 0.68), ("details", 0.84, 0.78)])
+@pytest.mark.parametrize("form, precision, recall", [("raw", 1.0, 0.68), ("details", 0.84, 0.68)])
 def test_held_out_scores_do_not_fall(form, precision, recall):
-    """The held-out set (scored without changing the rules, BENCHMARKS section 5) as a floor:
-    a change that loses what was found there, or adds false positives, fails here."""
-    capture = "holdout_step"
-    labels = HOLDOUT_LABELS[capture]
-    report = read_report(sorted(HOLDOUT.glob(f"{capture}.{form}.csv*")))
-    assert sorted(labels) == sorted(int(i) for i in report.launches["id"])
-    ours, base = score_analysis(labels, analyze(report), f"{capture}/{form}")
+    """The held-out set (scored without changing the rules, BENCHMARKS) as a floor: a change
+    that loses what was found there, or adds false positives, fails here."""
+    label = HOLDOUT_LABELS["holdout_step"]
+    report = read_report(_files(HOLDOUT, "holdout_step", form))
+    assert sorted(label.launches) == sorted(int(i) for i in report.launches["id"])
+    ours, base = score_analysis(label, analyze(report), f"holdout_step/{form}")
     assert ours.true_positives >= 11
-    assert ours.precision >= precision, ours.false_positive_cases
-    assert ours.recall >= recall, ours.missed_cases
-    assert ours.precision >= base.precision and ours.recall >= base.recall
+    assert ours.strict_precision >= precision, ours.false_positive_cases
+    assert ours.slot_recall >= recall, ours.missed_cases
+    assert ours.strict_precision >= base.strict_precision
+    assert ours.slot_recall >= base.slot_recall
