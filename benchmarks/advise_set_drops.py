@@ -17,8 +17,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from test_advise_set import DEMO_NAMES, FOREIGN_NAMES, _files, findings_of, reduced  # noqa: E402
 
-from ncu_advisor import collect  # noqa: E402
 from ncu_advisor.analysis import analyze  # noqa: E402
+from ncu_advisor.profiling import sections as collect  # noqa: E402
 from ncu_advisor.readers import read_report  # noqa: E402
 
 TENSOR = [f"sm__ops_path_tensor_src_{s}.sum" for s in

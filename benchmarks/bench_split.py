@@ -39,7 +39,7 @@ def main() -> None:
         print(f"{path.stat().st_size / 1e6:.1f} MB, {launches:,} launches; rss {rss_mb()} MB")
         start = time.perf_counter()
         from ncu_advisor import analyze, read_report
-        from ncu_advisor.metric_use import analysis_metrics, lean_reading
+        from ncu_advisor.analysis.metric_use import analysis_metrics, lean_reading
 
         steps = [("imports", lambda: None), ("analysis_metrics", analysis_metrics)]
         state: dict = {}

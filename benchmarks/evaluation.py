@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ncu_advisor.analysis import Analysis
+from ncu_advisor.analysis.result import Analysis
 from ncu_advisor.derive.ncu_evidence import ncu_rule_categories
 
 COUNTED = ("high", "medium")

@@ -85,3 +85,14 @@ def dumps(value, depth: int = 0) -> bytes:
 def dumps_text(value) -> str:
     """:func:`dumps` as a ``str`` ending in a newline, for outputs written as text."""
     return dumps(value).decode("utf-8") + "\n"
+
+
+def json_number(value) -> float | None:
+    """A JSON-safe float (None for NaN/inf/missing)."""
+    if value is None:
+        return None
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None

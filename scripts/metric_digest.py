@@ -35,7 +35,8 @@ GROUPS: list[tuple[str, list[tuple[str, str, float]]]] = [
         ("l2_atom", "lts__t_sectors_op_atom.sum", 32e-6),
         ("l2_red", "lts__t_sectors_op_red.sum", 32e-6)]),
     ("cache", [
-        ("l1_hit%", "l1tex__t_sector_hit_rate.pct", 1), ("l2_hit%", "lts__t_sector_hit_rate.pct", 1),
+        ("l1_hit%", "l1tex__t_sector_hit_rate.pct", 1),
+        ("l2_hit%", "lts__t_sector_hit_rate.pct", 1),
         ("ldB/sector", "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio", 1),
         ("stB/sector", "smsp__sass_average_data_bytes_per_sector_mem_global_op_st.ratio", 1),
         ("local_ldB/sector", "smsp__sass_average_data_bytes_per_sector_mem_local_op_ld.ratio", 1)]),
@@ -83,7 +84,8 @@ GROUPS: list[tuple[str, list[tuple[str, str, float]]]] = [
         ("fp16_fma", "smsp__sass_thread_inst_executed_op_hfma_pred_on.sum", 1e-9)]),
 ]
 PIPE = re.compile(r"^sm__inst_executed_pipe_([a-z0-9_]+)\.avg\.pct_of_peak_sustained_active$")
-PIPE_CYCLES = re.compile(r"^sm__pipe_([a-z0-9_]+)_cycles_active\.avg\.pct_of_peak_sustained_active$")
+PIPE_CYCLES = re.compile(
+    r"^sm__pipe_([a-z0-9_]+)_cycles_active\.avg\.pct_of_peak_sustained_active$")
 STALL = re.compile(r"^smsp__average_warps_issue_stalled_([a-z_]+)_per_issue_active\.ratio$")
 
 

@@ -40,8 +40,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from ncu_advisor import collect  # noqa: E402
-from ncu_advisor.profile import build_ncu_command, can_read_ncu_rep  # noqa: E402
+from ncu_advisor.profiling import sections as collect  # noqa: E402
+from ncu_advisor.profiling.run import build_ncu_command, can_read_ncu_rep  # noqa: E402
 
 PASSES = re.compile(r'^==PROF== Profiling "(?P<name>.*?)".*?- (?P<passes>\d+) pass(?:es)?\s*$')
 PY = sys.executable

@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ncu_advisor import collect
 from ncu_advisor.analysis import analyze
 from ncu_advisor.derive.quantities import NCU_STATED, metrics_of, quantity_names
+from ncu_advisor.profiling import sections as collect
 from ncu_advisor.readers import read_report
 from ncu_advisor.report import Report
 

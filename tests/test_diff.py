@@ -16,7 +16,7 @@ import pytest
 
 import ncu_advisor
 from ncu_advisor.cli import main
-from ncu_advisor.diff import (
+from ncu_advisor.diff.compare import (
     DEFAULT_NOISE_FLOOR_NS,
     NOISE_MARGIN,
     diff_runs,

@@ -13,7 +13,12 @@ from ncu_advisor.errors import RuleDefinitionError
 from ncu_advisor.rules_engine.conditions import holds
 from ncu_advisor.rules_engine.engine import estimate_pct
 from ncu_advisor.rules_engine.findings import fill_template
-from ncu_advisor.rules_engine.loader import builtin_rules_dir, load_rule_file, load_rules
+from ncu_advisor.rules_engine.loader import (
+    builtin_rules_dir,
+    load_rule_file,
+    load_rules,
+    rule_files,
+)
 from ncu_advisor.rules_engine.schema import CATEGORIES, Rule
 
 FORMS = Path(__file__).resolve().parent.parent / "sample_reports" / "forms"
@@ -42,7 +47,7 @@ def test_builtin_rules_load_and_cover_every_category():
     rules = load_rules()
     assert {r.category for r in rules} == set(CATEGORIES)
     assert len({r.id for r in rules}) == len(rules)
-    for path in builtin_rules_dir().glob("*.toml"):
+    for path in rule_files(builtin_rules_dir()):
         assert load_rule_file(path).id == path.stem
 
 

@@ -16,6 +16,7 @@ from ncu_advisor.derive.launch_shape import (
     tile_quantization,
     wave_quantization,
 )
+from ncu_advisor.derive.occupancy_report import occupancy_from_report
 from ncu_advisor.errors import NcuAdviseError
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_reports"
@@ -30,7 +31,7 @@ def shapes(path: Path) -> tuple[pd.DataFrame, pd.DataFrame] | None:
         return None
     if "launch__waves_per_multiprocessor" not in report.wide().columns:
         return None
-    return launch_shape_from_report(report), report.ncu_rules
+    return launch_shape_from_report(report, occupancy_from_report(report)), report.ncu_rules
 
 
 def _rel(path: Path) -> str:

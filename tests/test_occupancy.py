@@ -16,7 +16,7 @@ import typer
 from conftest import analysis_cached, read_cached
 from typer.testing import CliRunner
 
-from ncu_advisor.cli_occupancy import occupancy_command
+from ncu_advisor.cli.occupancy import occupancy_command
 from ncu_advisor.derive.gpu_specs import ARCH_SPECS, arch_spec, normalize_cc
 from ncu_advisor.derive.occupancy import (
     NCU_LIMIT_METRICS,

@@ -8,9 +8,12 @@ from pathlib import Path
 import pytest
 from conftest import FAKE_NCU, ncu_calls, use_fake_ncu
 
-from ncu_advisor import collect, ncu_install, ncu_session, profile
 from ncu_advisor.errors import NcuAdviseError, NcuNotFoundError, ProfilingError
-from ncu_advisor.profile import (
+from ncu_advisor.profiling import install as ncu_install
+from ncu_advisor.profiling import run as profile
+from ncu_advisor.profiling import sections as collect
+from ncu_advisor.profiling import session as ncu_session
+from ncu_advisor.profiling.run import (
     ProfileResult,
     build_import_command,
     build_ncu_command,

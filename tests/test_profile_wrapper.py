@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from conftest import ncu_profile_call, use_fake_ncu
 
-from ncu_advisor import collect
-from ncu_advisor.cli import main, route
+from ncu_advisor.cli.app import main, route
 from ncu_advisor.derive.quantities import BY_NAME, QUANTITIES, inputs_of, known, metrics_of
-from ncu_advisor.ncu_session import _Display, _NcuOutput
-from ncu_advisor.profile import build_ncu_command, run_profile
+from ncu_advisor.profiling import sections as collect
+from ncu_advisor.profiling.run import build_ncu_command, run_profile
+from ncu_advisor.profiling.session import LiveDisplay, _NcuOutput
 from ncu_advisor.rules_engine.loader import load_rules
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,7 +38,7 @@ def fake_ncu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 def test_committed_section_file_is_current():
     shipped = collect.section_folder() / f"{collect.ADVISOR_SECTION}.section"
     assert shipped.read_text() == collect.section_text(), (
-        "run: python -m ncu_advisor.collect --write")
+        "run: python -m ncu_advisor.profiling.sections --write")
 
 
 def test_every_rule_input_is_collected():
@@ -92,7 +92,7 @@ def test_every_metric_named_in_the_code_is_collected_or_excused():
     collected = set(collect.advisor_metrics()) | set(collect.NOT_COLLECTED)
     missing = {}
     for path in (ROOT / "ncu_advisor").rglob("*.py"):
-        if path.name == "collect.py":
+        if path.name == "sections.py" and path.parent.name == "profiling":
             continue
         names = _metric_literals(path) - collected
         # Prefixes and f-string pieces are not metrics of their own.
@@ -258,7 +258,7 @@ def test_program_output_is_passed_through_not_parsed(tmp_path, capfd):
 
 
 def test_status_line_counts_kernels_passes_and_time_left():
-    display = _Display(enabled=False, total=10)
+    display = LiveDisplay(enabled=False, total=10)
     out = _NcuOutput(total=10)
     assert display.status(out) == "running the program under ncu"
     for i in range(4):
@@ -336,7 +336,7 @@ def test_the_command_line_starts_without_pandas():
     """`ncu-advise ./app` starts ncu first: importing the CLI loads no analysis stack."""
     import subprocess
 
-    code = ("import sys, ncu_advisor.cli, ncu_advisor.profile; "
+    code = ("import sys, ncu_advisor.cli.app, ncu_advisor.profiling.run; "
             "print(sorted(m for m in ('pandas', 'numpy', 'pyarrow', 'matplotlib', 'jinja2') "
             "if m in sys.modules))")
     out = subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True).stdout

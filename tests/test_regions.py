@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from ncu_advisor.analysis import analyze
+from ncu_advisor.analysis.regions import OUTSIDE
 from ncu_advisor.readers import read_report
-from ncu_advisor.regions import OUTSIDE
 from ncu_advisor.render.html import render_html
 from ncu_advisor.render.text import render_text
 

@@ -17,8 +17,8 @@ import pytest
 from conftest import analysis_cached, read_cached
 
 from ncu_advisor import analyze, read_report
+from ncu_advisor.analysis.metric_use import analysis_texts, lean_reading
 from ncu_advisor.cli import main
-from ncu_advisor.metric_use import analysis_texts, lean_reading
 from ncu_advisor.render.text import render_text, safe_text
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from ncu_advisor.analysis.cases import run_cases
 from ncu_advisor.cli import main
 from ncu_advisor.derive.bound import bound_of
 from ncu_advisor.derive.launch_shape import launch_shape, tail_idle_pct
@@ -24,7 +25,6 @@ from ncu_advisor.derive.quantities import (
     known,
     time_share_pct,
 )
-from ncu_advisor.rules_engine.cases import run_cases
 from ncu_advisor.rules_engine.loader import builtin_rules_dir, check_rules, load_rule_file
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,7 +97,7 @@ def test_requirements_come_from_the_condition():
 
 def test_a_missing_metric_is_not_evaluated_but_an_undefined_ratio_is_silent():
     rule = load_rule_file(builtin_rules_dir() / "precision.fp64-arithmetic.toml")
-    from ncu_advisor.rules_engine.cases import outcome
+    from ncu_advisor.analysis.cases import outcome
 
     # No floating-point work at all: the FP64 share is undefined, not missing.
     zero = {"flops_fp64": 0.0, "flops_fp32": 0.0, "flops_fp16": 0.0, "flops_tensor": 0.0}

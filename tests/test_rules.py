@@ -1,73 +1,62 @@
-"""Every rule on real captures: cases as data (rule_cases.toml), one runner, and meta-tests.
+"""Every rule on real captures: the cases beside each built-in rule (rules/RULE.cases.toml),
+run by the rule-case runner (ncu_advisor/rules_engine/cases.py), and meta-tests.
 
 `pytest -k coalescing` runs the coalescing cases.
 """
 
 from __future__ import annotations
 
-import tomllib
-from functools import cache
 from pathlib import Path
 
 import pytest
 from conftest import analysis_cached, read_cached
 
-from ncu_advisor import analyze
-from ncu_advisor.demos import get_demo, list_demos
-from ncu_advisor.report import Report, subset
-from ncu_advisor.rules_engine.loader import load_rules
+from ncu_advisor.analysis.cases import (
+    capture_findings,
+    case_files,
+    read_case_file,
+    run_case,
+    run_cases,
+)
+from ncu_advisor.demos import list_demos
+from ncu_advisor.rules_engine.loader import CASES_SUFFIX, builtin_rules_dir, load_rules
 from ncu_advisor.rules_engine.schema import CATEGORIES
 
 ROOT = Path(__file__).resolve().parent.parent
-CASES = tomllib.loads((Path(__file__).with_name("rule_cases.toml")).read_text())["case"]
-OTHER_CAPTURES = {
-    "forms_app": [ROOT / "sample_reports/forms/forms_app.ncu-rep"],
-    "torch_mlp": [ROOT / "docs/examples/torch_mlp/torch_mlp.raw.csv",
-                  ROOT / "docs/examples/torch_mlp/torch_mlp.details.csv"],
-    "occ_sweep": [ROOT / "sample_reports/occupancy/occ_sweep2.ncu-rep"],
-}
-
-
-@cache
-def capture(name: str) -> Report:
-    if name in OTHER_CAPTURES:
-        return read_cached(OTHER_CAPTURES[name])
-    demos = ROOT / "sample_reports" / "demos"
-    return read_cached([demos / f"{name}.raw.csv", demos / f"{name}.details.csv"])
-
-
-@cache
-def findings(name: str, variant: str) -> list:
-    report = capture(name)
-    if variant != "all":
-        kernels = getattr(get_demo(name), variant).kernels
-        ids = report.launches.loc[report.launches["short_name"].isin(kernels), "launch"]
-        assert len(ids) == len(kernels), f"{name}/{variant}: kernels missing from the capture"
-        report = subset(report, ids.tolist())
-    return analyze(report).findings
-
-
-def pytest_generate_tests(metafunc):
-    if "case" in metafunc.fixturenames:
-        ids = [f"{c['rule']}-{c['capture']}-{c['variant']}-{c['expect']}" for c in CASES]
-        metafunc.parametrize("case", CASES, ids=ids)
-
-
-def test_rule_case(case):
-    fired = [f for f in findings(case["capture"], case["variant"]) if f.rule == case["rule"]]
-    if case["expect"] == "silent":
-        assert fired == [], [f.title for f in fired]
-        return
-    assert fired, f"{case['rule']} did not fire on {case['capture']}/{case['variant']}"
-    if "severity" in case:
-        assert {f.severity for f in fired} == {case["severity"]}
-    for f in fired:
-        # Every finding states its evidence with units and names a concrete fix.
-        assert f.evidence and all("unit" in e and "value" in e for e in f.evidence.values())
-        assert len(f.advice) > 40 and "{" not in f.title + f.advice
-
-
 RULES = load_rules()
+CASES = [case for path in case_files(builtin_rules_dir()) for case in read_case_file(path)[0]]
+
+
+def findings(name: str, variant: str) -> list:
+    return capture_findings(name, variant, RULES, ROOT, read_cached)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_rule_case(case):
+    # The project ships every capture its cases name: none may be skipped here.
+    result = run_case(case, RULES, ROOT, read_cached)
+    assert result.problem is None and result.skipped is None, str(result)
+
+
+def test_every_builtin_rule_has_cases_beside_it_and_every_cases_file_a_rule():
+    folder = builtin_rules_dir()
+    named = {p.name.removesuffix(CASES_SUFFIX) for p in case_files(folder)}
+    ids = {r.id for r in RULES}
+    assert ids - named == set(), "built-in rules without a RULE.cases.toml beside them"
+    assert named - ids == set(), "cases files that name no built-in rule"
+    assert [(p.name, read_case_file(p)[1]) for p in case_files(folder)
+            if read_case_file(p)[1] is not None] == []
+    assert len(CASES) >= 2 * len(RULES)
+
+
+def test_capture_cases_without_their_capture_are_skipped_not_failed(tmp_path):
+    """As in an installed wheel, which ships the rules and their cases but no sample_reports."""
+    results, problems = run_cases(builtin_rules_dir(), root=tmp_path)
+    assert problems == [] and len(results) == len(CASES)
+    assert [str(r) for r in results if r.problem is not None] == []
+    assert all(r.skipped and "not available" in r.skipped for r in results)
+    assert "coalescing.global-loads.cases.toml [coalescing/bad]: skipped (capture 'coalescing' " \
+        "not available" in "\n".join(map(str, results))
 
 
 @pytest.mark.parametrize("rule", RULES, ids=[r.id for r in RULES])
@@ -75,17 +64,19 @@ def test_rule_has_docs_demo_and_a_capture_where_it_fires(rule):
     assert len(rule.explanation.split()) >= 15 and len(rule.fix.split()) >= 10
     assert rule.references
     assert rule.demo in {d.name for d in list_demos()}
-    fires = [c for c in CASES if c["rule"] == rule.id and c["expect"] == "fires"]
+    fires = [c for c in CASES if c.rule == rule.id and c.kind == "capture"
+             and c.data["expect"] == "fires"]
     assert fires, f"{rule.id}: no real capture where it fires"
 
 
 @pytest.mark.parametrize("category", CATEGORIES)
 def test_every_category_fires_on_its_bad_demo_and_not_on_its_good_demo(category):
     """The checklist contract: each category has a rule proven on its own demo pair."""
-    proven = {c["rule"] for c in CASES if c["capture"] == category and c["variant"] == "bad"
-              and c["expect"] == "fires"}
-    silent = {c["rule"] for c in CASES if c["capture"] == category and c["variant"] == "good"
-              and c["expect"] == "silent"}
+    def rules_with(variant: str, expect: str) -> set[str]:
+        return {c.rule for c in CASES if c.data.get("capture") == category
+                and c.data.get("variant") == variant and c.data["expect"] == expect}
+
+    proven, silent = rules_with("bad", "fires"), rules_with("good", "silent")
     rules_of_category = {r.id for r in RULES if r.category == category}
     assert proven & silent & rules_of_category
 

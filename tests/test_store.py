@@ -366,7 +366,7 @@ def test_a_store_written_by_two_schemas_is_read_by_name(tmp_path, folder):
 
 def test_diff_takes_its_baseline_from_the_store(tmp_path, capsys):
     """`diff --baseline-store DIR --baseline-label K=V AFTER`: the stored run is BEFORE."""
-    from ncu_advisor.cli import main as cli_main
+    from ncu_advisor.cli.app import main as cli_main
 
     foreign = Path(__file__).resolve().parent.parent / "sample_reports" / "foreign"
     store = tmp_path / "store"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ncu_advisor.analysis import RAW_EXPORT_HINT, analyze
+from ncu_advisor.analysis.pipeline import RAW_EXPORT_HINT, analyze
 from ncu_advisor.readers import read_report
 from ncu_advisor.render.html import render_html
 from ncu_advisor.render.text import render_text

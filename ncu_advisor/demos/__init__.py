@@ -3,7 +3,7 @@
 * :mod:`.catalogue`: the pairs and their lessons, read from ``kernels/<id>/demo.toml`` (no GPU);
 * :mod:`.runner`: checking, timing and profiling them on a GPU with CuPy;
 * ``python -m ncu_advisor.demos`` (:mod:`.__main__`): the program the capture scripts and ncu
-  run. The user's command is ``ncu-advise demo`` (:mod:`ncu_advisor.cli_demo`).
+  run. The user's command is ``ncu-advise demo`` (:mod:`ncu_advisor.cli.demo`).
 """
 
 from ..errors import DemoError

@@ -1,6 +1,6 @@
 """``python -m ncu_advisor.demos``: the demos as a program, for the GPU capture scripts and ncu.
 
-Not the user's command (that is ``ncu-advise demo``, :mod:`ncu_advisor.cli_demo`): this is the
+Not the user's command (that is ``ncu-advise demo``, :mod:`ncu_advisor.cli.demo`): this is the
 program ``ncu --profile-from-start off`` runs (``once``) and what ``scripts/gpu_*.sh`` call::
 
     python -m ncu_advisor.demos list

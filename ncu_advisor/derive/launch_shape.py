@@ -28,6 +28,7 @@ import pandas as pd
 
 from ..errors import NcuAdviseError
 from ..report import Report
+from .occupancy import NCU_LIMIT_METRICS
 
 WARP_SIZE = 32
 # ncu's LaunchConfiguration rule reports a tail only when its estimate reaches this (percent).
@@ -186,26 +187,22 @@ def wave_quantization(tiles: int, sm_count: int, tiles_per_sm: int = 1) -> float
 _SM_COUNT_METRICS = ("device__attribute_multiprocessor_count", "launch__sm_count")
 
 
-def launch_shape_from_report(report: Report,
-                             occupancy_table: pd.DataFrame | None = None) -> pd.DataFrame:
+def launch_shape_from_report(report: Report, occupancy_table: pd.DataFrame) -> pd.DataFrame:
     """Analyze the shape of every launch in a report.
 
     Blocks per SM come from the occupancy calculator (``calc_active_blocks`` of
-    :func:`ncu_advisor.derive.occupancy_report.occupancy_from_report`, computed when not given),
-    else from the smallest ``launch__occupancy_limit_*`` ncu reported.
+    :func:`ncu_advisor.derive.occupancy_report.occupancy_from_report`, which calls this with
+    its table), else from the smallest ``launch__occupancy_limit_*`` ncu reported.
 
     Args:
         report: a Report with ``launch__grid_size``, ``launch__block_size`` and an SM count.
-        occupancy_table: an ``occupancy_from_report`` result to reuse.
+        occupancy_table: the ``occupancy_from_report`` result of the same report.
 
     Returns:
         One row per launch (index ``launch``) with the :class:`LaunchShape` fields, and ncu's
         ``launch__waves_per_multiprocessor`` beside ``waves``.  NaN where inputs are missing.
 
     """
-    from .occupancy import NCU_LIMIT_METRICS
-    from .occupancy_report import occupancy_from_report
-
     wide = report.wide()
 
     def col(*names: str) -> pd.Series:
@@ -214,8 +211,6 @@ def launch_shape_from_report(report: Report,
                 return wide[name]
         return pd.Series(np.nan, index=wide.index)
 
-    if occupancy_table is None:
-        occupancy_table = occupancy_from_report(report)
     blocks = occupancy_table["calc_active_blocks"].reindex(wide.index).astype("float64")
     limits = [m for m in NCU_LIMIT_METRICS.values() if m in wide.columns]
     if limits:

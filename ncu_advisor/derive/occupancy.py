@@ -38,7 +38,7 @@ NCU_THEORETICAL_PCT = "sm__maximum_warps_per_active_cycle_pct"
 NCU_ACHIEVED_PCT = "sm__warps_active.avg.pct_of_peak_sustained_active"
 NCU_CONFIG_SIZE = "launch__shared_mem_config_size"
 # The ncu metric each calculator input is read from (derive/occupancy_report.py reads them).
-_INPUT_METRICS = {
+INPUT_METRICS = {
     "block_size": "launch__block_size",
     "registers_per_thread": "launch__registers_per_thread",
     "shared_mem_static": "launch__shared_mem_per_block_static",

@@ -19,7 +19,7 @@ from ..errors import NcuAdviseError
 from ..report import Report
 from .launch_shape import launch_shape_from_report
 from .occupancy import (
-    _INPUT_METRICS,
+    INPUT_METRICS,
     LIMIT_NAMES,
     NCU_ACHIEVED_PCT,
     NCU_LIMIT_METRICS,
@@ -63,7 +63,7 @@ def _inputs(report: Report) -> pd.DataFrame:
     """Launch x calculator inputs, with byte sizes corrected for export rounding."""
     wide = report.wide()
     cols = {k: (wide[m] if m in wide.columns else pd.Series(np.nan, index=wide.index))
-            for k, m in _INPUT_METRICS.items()}
+            for k, m in INPUT_METRICS.items()}
     frame = pd.DataFrame(cols, index=wide.index)
     rows = report.metric_rows(_BYTE_METRICS).drop_duplicates(["launch", "metric"])
     if not rows.empty:

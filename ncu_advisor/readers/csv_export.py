@@ -373,7 +373,7 @@ def _row_keys(frame: pd.DataFrame, key_cols: list[str]) -> tuple[np.ndarray, np.
     return launch_of, first
 
 
-def _launch_table(first: pd.DataFrame, frame_columns, path: Path,
+def launch_table(first: pd.DataFrame, frame_columns, path: Path,
                   warnings: list[str] | None = None, row_kind: str = "row") -> pd.DataFrame:
     """Build LAUNCH_COLUMNS from the first row of each launch."""
     first = first.astype(object).where(first.notna(), None)
@@ -411,8 +411,9 @@ def _launch_table(first: pd.DataFrame, frame_columns, path: Path,
     return out
 
 
-def _finish(launches: pd.DataFrame, metrics: pd.DataFrame, rules: pd.DataFrame,
-            path: Path) -> Report:
+def finish_report(launches: pd.DataFrame, metrics: pd.DataFrame, rules: pd.DataFrame,
+                  path: Path) -> Report:
+    """The Report of one export from its three tables (shared by the CSV and text readers)."""
     if launches.empty:
         raise ReportParseError(f"{path}: no profiled launches in this export")
     # Two columns only: filtering the whole frame took every text too (~70 MB at 1 GB).
@@ -425,7 +426,7 @@ def _finish(launches: pd.DataFrame, metrics: pd.DataFrame, rules: pd.DataFrame,
                   ncu_rules=rules.reset_index(drop=True), sources=[str(path)])
 
 
-def _split_metric_names(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+def split_metric_names(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Split "Label (metric_name)" / "metric_name" / "Label" per distinct value."""
     def label_of(v: pd.Series) -> np.ndarray:
         split = v.str.extract(_LABEL_NAME)
@@ -440,7 +441,7 @@ def _split_metric_names(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return _per_category(names, label_of), _per_category(names, metric_of)
 
 
-def _units(values: pd.Series, units: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+def unit_column(values: pd.Series, units: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Numbers in base units: one unit conversion per distinct unit string."""
     base = _per_category(units, lambda u: u.map(lambda x: normalize_unit(x)[0]))
     factor = _per_category(units, lambda u: u.map(lambda x: normalize_unit(x)[1])).astype(float)
@@ -459,9 +460,9 @@ def _details(frame: pd.DataFrame, rule_rows: list[list[str]], header: list[str],
     frame = frame[valid]
     key_cols = [c for c in ("ID", "Process ID", "Kernel Name") if c in frame]
     launch_of, first = _row_keys(frame, key_cols)
-    launches = _launch_table(frame.iloc[first], frame.columns, path)
-    label, metric = _split_metric_names(frame["Metric Name"])
-    values, units = _units(frame["Metric Value"], frame["Metric Unit"])
+    launches = launch_table(frame.iloc[first], frame.columns, path)
+    label, metric = split_metric_names(frame["Metric Name"])
+    values, units = unit_column(frame["Metric Value"], frame["Metric Unit"])
     values = _finite(values, metric, launch_of, path, warnings)
     metrics = pd.DataFrame({
         "launch": launch_of,
@@ -472,7 +473,7 @@ def _details(frame: pd.DataFrame, rule_rows: list[list[str]], header: list[str],
     })
     metrics = resolve_labels(metrics)[METRIC_COLUMNS]
     rules = _rule_table(rule_rows, header, launches)
-    return _finish(launches, metrics, rules, path)
+    return finish_report(launches, metrics, rules, path)
 
 
 def _rule_table(rule_rows: list[list[str]], header: list[str],
@@ -582,7 +583,7 @@ def _raw_stream(stream, header: list[str], path: Path, warnings: list[str],
         warnings.append(f"{path.name}: number(s) beyond float range read as missing ({where})")
     frame = pa.Table.from_batches(idents).to_pandas()
     del idents
-    launches = _launch_table(frame, frame.columns, path, warnings, "launch row")
+    launches = launch_table(frame, frame.columns, path, warnings, "launch row")
     m = len(metric_cols)
     table = values.finish()  # launch x metric: the long table's values, row by row
     metric_names = pd.Index(metric_cols, dtype=object)
@@ -609,7 +610,7 @@ def _raw_stream(stream, header: list[str], path: Path, warnings: list[str],
         metrics = metrics[~np.repeat(dup, m)]
         metrics = metrics.assign(launch=order[metrics["launch"].to_numpy()])
         table = None
-    report = _finish(launches, metrics.reset_index(drop=True),
+    report = finish_report(launches, metrics.reset_index(drop=True),
                      pd.DataFrame(columns=RULE_COLUMNS), path)
     if table is not None and m:
         # The page is already launch x metric: the wide view is the same array, not a copy.
@@ -715,13 +716,13 @@ def _summary(frame: pd.DataFrame, path: Path, warnings: list[str]) -> Report:
     frame = frame[_valid_rows(frame, "Process ID")]
     key_cols = ["Process ID", "Kernel Name", "Block Size", "Grid Size", "Device", "CC"]
     launch_of, first = _row_keys(frame, key_cols)
-    launches = _launch_table(frame.iloc[first], frame.columns, path)
+    launches = launch_table(frame.iloc[first], frame.columns, path)
     launches["id"] = pd.array([pd.NA] * len(launches), dtype="Int64")  # summaries have no IDs
     launches["invocations"] = safe_ints(frame["Invocations"].iloc[first]).fillna(1).to_numpy()
-    avg, units = _units(frame["Average"], frame["Metric Unit"])
-    lo, _ = _units(frame["Minimum"], frame["Metric Unit"])
-    hi, _ = _units(frame["Maximum"], frame["Metric Unit"])
-    label, metric = _split_metric_names(frame["Metric Name"])
+    avg, units = unit_column(frame["Average"], frame["Metric Unit"])
+    lo, _ = unit_column(frame["Minimum"], frame["Metric Unit"])
+    hi, _ = unit_column(frame["Maximum"], frame["Metric Unit"])
+    label, metric = split_metric_names(frame["Metric Name"])
     avg = _finite(avg, metric, launch_of, path, warnings)
     lo, _ = finite_or_nan(lo)
     hi, _ = finite_or_nan(hi)
@@ -732,7 +733,7 @@ def _summary(frame: pd.DataFrame, path: Path, warnings: list[str]) -> Report:
     })
     metrics = resolve_labels(metrics)
     metrics = metrics[METRIC_COLUMNS + ["minimum", "maximum"]]
-    return _finish(launches, metrics, pd.DataFrame(columns=RULE_COLUMNS), path)
+    return finish_report(launches, metrics, pd.DataFrame(columns=RULE_COLUMNS), path)
 
 
 def _session_from_preamble(preamble: list[str]) -> dict:

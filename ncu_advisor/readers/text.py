@@ -40,7 +40,7 @@ from .common import read_input_bytes
 
 # The details CSV reader's building blocks: one conversion of launches, units and labels for
 # both forms of the details page.
-from .csv_export import _finish, _launch_table, _split_metric_names, _units, decode
+from .csv_export import decode, finish_report, launch_table, split_metric_names, unit_column
 from .labels import resolve_labels
 
 PROCESS = re.compile(r"^\[(\d+)\] (.+)$")
@@ -335,20 +335,20 @@ def _report(launches: list[_Launch], path: Path) -> Report:
     attributes = [dict(_ATTRIBUTE.findall(launch.match["rest"])) for launch in launches]
     for column in ("Context", "Stream", "Device", "CC"):
         first[column] = [a.get(column) for a in attributes]
-    table = _launch_table(first, first.columns, path)
+    table = launch_table(first, first.columns, path)
     table["nvtx"] = ["/".join(launch.nvtx) or None for launch in launches]
 
     rows = [(k, *row) for k, launch in enumerate(launches) for row in launch.metrics]
     frame = pd.DataFrame(rows, columns=["launch", "section", "name", "unit", "value"])
-    label, metric = _split_metric_names(frame["name"].astype("category"))
-    values, units = _units(frame["value"], frame["unit"].astype("category"))
+    label, metric = split_metric_names(frame["name"].astype("category"))
+    values, units = unit_column(frame["value"], frame["unit"].astype("category"))
     metrics = pd.DataFrame({
         "launch": frame["launch"].to_numpy(), "section": frame["section"].to_numpy(),
         "body_item": "", "metric": metric, "label": label, "unit": units, "value": values,
         "text": frame["value"].to_numpy(),
     })
     metrics = resolve_labels(metrics)[METRIC_COLUMNS]
-    return _finish(table, metrics, _rule_table(launches), path)
+    return finish_report(table, metrics, _rule_table(launches), path)
 
 
 def _rule_table(launches: list[_Launch]) -> pd.DataFrame:

@@ -39,7 +39,7 @@ PRECISIONS: dict[str, str] = {
 }
 # Memory roofs, outermost first: L1 has the highest bandwidth, DRAM the lowest.
 LEVELS: dict[str, str] = {"l1": "L1", "l2": "L2", "dram": "DRAM"}
-_ROOF_STYLE = {"dram": "-", "l2": "--", "l1": ":"}
+ROOF_STYLE = {"dram": "-", "l2": "--", "l1": ":"}
 # Beyond this many kernels only the largest (by time share) carry a text label; every point
 # still has a tooltip with its full name.
 MAX_LABELS = 16
@@ -54,7 +54,7 @@ CHART_STYLE = {
     "ytick.color": "#5f6368",
     "axes.labelcolor": "#3c4043",
 }
-_RC = CHART_STYLE
+RC_PARAMS = CHART_STYLE
 _SI = [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "K"), (1.0, "")]
 
 
@@ -71,13 +71,13 @@ class RooflinePoint:
     bound: str
 
 
-def _positive(value: Any) -> float | None:
+def positive_only(value: Any) -> float | None:
     """Return ``value`` as a finite positive float (log axes need it), or None."""
     value = as_number(value)
     return value if value is not None and value > 0 else None
 
 
-def _si(value: float, unit: str = "") -> str:
+def si_format(value: float, unit: str = "") -> str:
     """Format a tick value with an SI prefix: 1.5e12 -> '1.5 T'."""
     for factor, prefix in _SI:
         if abs(value) >= factor:
@@ -107,8 +107,8 @@ def _kernel_points(kernels: Iterable[Mapping[str, Any]]) -> tuple[list[RooflineP
         roof = kernel.get("roofline")
         if not isinstance(roof, Mapping):
             continue
-        intensity = _positive(roof.get("arithmetic_intensity"))
-        flops = _positive(roof.get("achieved_flops"))
+        intensity = positive_only(roof.get("arithmetic_intensity"))
+        flops = positive_only(roof.get("achieved_flops"))
         if intensity is None or flops is None:
             unplottable += 1
             continue
@@ -142,11 +142,11 @@ def _device_roofs(
         peaks = roof.get("peaks")
         if isinstance(peaks, Mapping):
             for precision in PRECISIONS:
-                peak = _positive(peaks.get(precision))
+                peak = positive_only(peaks.get(precision))
                 if peak is not None:
                     compute[precision] = max(compute.get(precision, 0.0), peak)
         precision = str(roof.get("precision") or "fp32")
-        peak = _positive(roof.get("peak_flops"))
+        peak = positive_only(roof.get("peak_flops"))
         if peak is not None and precision in PRECISIONS and precision not in compute:
             compute[precision] = peak
         levels = roof.get("levels")
@@ -154,10 +154,10 @@ def _device_roofs(
             for level in LEVELS:
                 entry = levels.get(level)
                 if isinstance(entry, Mapping):
-                    bw = _positive(entry.get("peak_bandwidth"))
+                    bw = positive_only(entry.get("peak_bandwidth"))
                     if bw is not None:
                         memory[level] = max(memory.get(level, 0.0), bw)
-        bw = _positive(roof.get("peak_bandwidth"))
+        bw = positive_only(roof.get("peak_bandwidth"))
         if bw is not None:
             memory["dram"] = max(memory.get("dram", 0.0), bw)
     return compute, memory
@@ -200,7 +200,7 @@ def _point_tips(points: list[RooflinePoint]) -> dict[str, tuple[str, str]]:
     """Each kernel point's tooltip, and the attributes the page's script finds it by."""
     return {f"rl-pt-{p.index}": (
         f' class="rl-pt" data-kernel="{p.index}"',
-        f"{p.name}\n{_si(p.flops, 'FLOP/s')} at {p.intensity:.3g} FLOP/byte, "
+        f"{p.name}\n{si_format(p.flops, 'FLOP/s')} at {p.intensity:.3g} FLOP/byte, "
         f"{p.share * 100:.1f}% of GPU time, {p.bound} bound") for p in points}
 
 
@@ -208,7 +208,7 @@ def roofline_axes(xs: list[float], ys: list[float], compute: Mapping[str, float]
                   memory: Mapping[str, float]) -> tuple[Any, Any, tuple[float, ...]]:
     """A log-log roofline figure whose axes cover every point and ridge in whole decades.
 
-    Call inside ``matplotlib.rc_context(_RC)``. Returns the figure, its axes and the limits
+    Call inside ``matplotlib.rc_context(RC_PARAMS)``. Returns the figure, its axes and the limits
     (x_lo, x_hi, y_lo, y_hi); the roofs and points are the caller's.
     """
     top = max([*compute.values(), *ys, 1.0])
@@ -239,7 +239,7 @@ def roofline_axes(xs: list[float], ys: list[float], compute: Mapping[str, float]
     ax.xaxis.set_minor_formatter(NullFormatter())
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.xaxis.set_major_formatter(FuncFormatter(_intensity_tick))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: _si(v, "FLOP/s")))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: si_format(v, "FLOP/s")))
     ax.set_xlabel("Arithmetic intensity (FLOP/byte, DRAM)")
     ax.set_ylabel("Achieved performance")
     return fig, ax, (x_lo, x_hi, y_lo, y_hi)
@@ -255,7 +255,7 @@ def draw_compute_roofs(ax: Any, compute: Mapping[str, float], memory: Mapping[st
             continue
         x_start = max(peak / bw_max, x_lo) if bw_max else x_lo
         ax.plot([x_start, x_hi], [peak, peak], "-", color="#3c4043", linewidth=linewidth)
-        ax.annotate(f"{label} {_si(peak, 'FLOP/s')}", (x_hi, peak), fontsize=7.5,
+        ax.annotate(f"{label} {si_format(peak, 'FLOP/s')}", (x_hi, peak), fontsize=7.5,
                     color="#3c4043", ha="right", va="bottom", xytext=(-2, 2),
                     textcoords="offset points", parse_math=False)
 
@@ -282,7 +282,7 @@ def roofline_svg(result: Mapping[str, Any]) -> str | None:
     if not points and not (compute and memory):
         return None
 
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC_PARAMS):
         fig, ax, (x_lo, x_hi, y_lo, y_hi) = roofline_axes(
             [p.intensity for p in points], [p.flops for p in points], compute, memory)
 
@@ -294,12 +294,12 @@ def roofline_svg(result: Mapping[str, Any]) -> str | None:
             if bw is None:
                 continue
             x_end = min(ceiling / bw, x_hi)
-            ax.plot([x_lo, x_end], [bw * x_lo, bw * x_end], _ROOF_STYLE[level],
+            ax.plot([x_lo, x_end], [bw * x_lo, bw * x_end], ROOF_STYLE[level],
                     color="#5f6368", linewidth=1.1)
             # Label each memory roof near the left edge, where it is inside the plot; the
             # labels of neighbouring roofs are staggered so they do not overlap.
             x_text = max(x_lo * 1.5, y_lo * 4 / bw) * 3.5 ** stagger
-            text = f"{label} {_si(bw, 'B/s')}"
+            text = f"{label} {si_format(bw, 'B/s')}"
             angle = _diagonal_angle(ax)
             ax.annotate(text, (x_text, bw * x_text), fontsize=7.5, color="#5f6368",
                         rotation_mode="anchor", xytext=(2, 4), textcoords="offset points",

@@ -14,16 +14,16 @@ from typing import Any
 
 from markupsafe import Markup
 
-from .. import __version__
+from .._version import __version__
 from .charts import (
-    _RC,
-    _ROOF_STYLE,
     LEVELS,
-    _positive,
-    _si,
+    RC_PARAMS,
+    ROOF_STYLE,
     draw_compute_roofs,
     inline_svg,
+    positive_only,
     roofline_axes,
+    si_format,
 )
 from .formats import as_number
 from .html import environment
@@ -186,15 +186,16 @@ def roofline_diff_svg(data: Mapping[str, Any]) -> str | None:
             ref = row.get(side)
             if not pt or not ref:
                 continue
-            x, y = _positive(pt.get("arithmetic_intensity")), _positive(pt.get("achieved_flops"))
+            x = positive_only(pt.get("arithmetic_intensity"))
+            y = positive_only(pt.get("achieved_flops"))
             if x is not None and y is not None:
                 points.append((side, x, y, str(ref.get("name") or ""), index))
     if not points:
         return None
     roofs = data.get("roofs") or {}
-    compute = {k: v for k, v in (roofs.get("compute") or {}).items() if _positive(v)}
-    memory = {k: v for k, v in (roofs.get("memory") or {}).items() if _positive(v)}
-    with matplotlib.rc_context(_RC):
+    compute = {k: v for k, v in (roofs.get("compute") or {}).items() if positive_only(v)}
+    memory = {k: v for k, v in (roofs.get("memory") or {}).items() if positive_only(v)}
+    with matplotlib.rc_context(RC_PARAMS):
         fig, ax, (x_lo, x_hi, y_lo, y_hi) = roofline_axes(
             [p[1] for p in points], [p[2] for p in points], compute, memory)
         ceiling = max(compute.values()) if compute else y_hi
@@ -203,8 +204,8 @@ def roofline_diff_svg(data: Mapping[str, Any]) -> str | None:
             if bw is None:
                 continue
             x_end = min(ceiling / bw, x_hi)
-            ax.plot([x_lo, x_end], [bw * x_lo, bw * x_end], _ROOF_STYLE[level],
-                    color="#5f6368", linewidth=1.0, label=f"{label} {_si(bw, 'B/s')}")
+            ax.plot([x_lo, x_end], [bw * x_lo, bw * x_end], ROOF_STYLE[level],
+                    color="#5f6368", linewidth=1.0, label=f"{label} {si_format(bw, 'B/s')}")
         draw_compute_roofs(ax, compute, memory, x_lo, x_hi, linewidth=1.0)
         by_pair: dict[int, dict[str, tuple[float, float]]] = {}
         for side, x, y, _name, index in points:
@@ -222,7 +223,7 @@ def roofline_diff_svg(data: Mapping[str, Any]) -> str | None:
         ax.plot([], [], "o", color="white", markeredgecolor=BEFORE_COLOR, label="before")
         ax.plot([], [], "o", color=AFTER_COLOR, markeredgecolor="white", label="after")
         ax.legend(loc="lower right", frameon=False, fontsize=7.5, handletextpad=0.3)
-        tips = {f"rd-pt-{n}": ("", f"{side}: {name}\n{_si(y, 'FLOP/s')} at {x:.3g} FLOP/byte")
+        tips = {f"rd-pt-{n}": ("", f"{side}: {name}\n{si_format(y, 'FLOP/s')} at {x:.3g} FLOP/byte")
                 for n, (side, x, y, name, _index) in enumerate(points)}
         return inline_svg(fig, "rd-title", "Both runs on one roofline: each kernel before "
                           "(hollow) and after (filled)", tips)

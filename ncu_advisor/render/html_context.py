@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..regions import OUTSIDE
+from ..analysis.regions import OUTSIDE
 
 GROUP_BY = ("kernel", "nvtx", "origin")
 

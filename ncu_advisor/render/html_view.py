@@ -1,6 +1,7 @@
 """The HTML report's view-model: the JSON-contract dictionary -> plain dataclasses.
 
-``build_page(result)`` reads the dictionary :meth:`ncu_advisor.analysis.Analysis.to_dict` writes
+``build_page(result)`` reads the dictionary
+:meth:`ncu_advisor.analysis.result.Analysis.to_dict` writes
 (``docs/json-contract.md``) and indexes the keys it always writes. What a small ncu set did not
 measure is ``null`` there; the view-model keeps ``None`` and the format filters
 (:mod:`ncu_advisor.render.formats`) print "not measured" for it. The rows of the report's
@@ -652,7 +653,7 @@ def build_page(result: Mapping[str, Any], group_by: str | None = None) -> Page:
 
     Args:
         result: the dictionary ``ncu-advise analyze --format json`` prints
-            (:meth:`ncu_advisor.analysis.Analysis.to_dict`).
+            (:meth:`ncu_advisor.analysis.result.Analysis.to_dict`).
         group_by: group the application's findings by ``kernel``, ``nvtx`` or ``origin``.
 
     Returns:

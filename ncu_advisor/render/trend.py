@@ -23,7 +23,7 @@ from .charts import CHART_STYLE
 from .formats import fmt_bytes, fmt_duration, fmt_pct, fmt_time
 from .html import environment
 
-_RC = {**CHART_STYLE, "text.parse_math": False}  # kernel names may hold $
+RC_PARAMS = {**CHART_STYLE, "text.parse_math": False}  # kernel names may hold $
 # The quantities drawn under the time line, and their colours.
 _PCT_LINES = {"dram_pct": ("DRAM %", "#2f6db5"), "sm_pct": ("SM %", "#c2571a"),
               "achieved_occupancy_pct": ("achieved occupancy %", "#7a4fa8")}
@@ -95,7 +95,7 @@ def trend_svg(frame: pd.DataFrame, title: str) -> str:
     """The chart: GPU time per report on top, the time-weighted percentages below."""
     xs = list(range(len(frame)))
     labels = _x_labels(frame)
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC_PARAMS):
         fig = Figure(figsize=(9.0, 5.2))
         FigureCanvasSVG(fig)
         top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2]})

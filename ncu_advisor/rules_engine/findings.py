@@ -47,40 +47,6 @@ def weighted_saving(saving_ns: float | None, confidence: str) -> float | None:
     return saving_ns * CONFIDENCE_WEIGHT.get(confidence, 1.0)
 
 
-def rank_key(severity: str, confidence: str, saving_ns: float | None) -> tuple:
-    """Sort key of one kernel's findings: severity, then the confidence-weighted saving.
-
-    A finding without an estimate comes after those of its severity that have one (not below
-    every estimate of any severity).
-    """
-    weighted = weighted_saving(saving_ns, confidence)
-    return (SEVERITY_RANK[severity], weighted is None, -(weighted or 0.0))
-
-
-def rank_groups(groups: list[dict]) -> list[dict]:
-    """Order application-wide finding groups: the largest confidence-weighted saving first.
-
-    A group without an estimate (the rule cannot size the problem) ranks right after the best
-    estimated group of the same kernel, by severity: it is about a kernel that costs that
-    much. A kernel with no estimate at all goes after everything estimated, by severity.
-    """
-    best: dict[str, float] = {}
-    for g in groups:
-        w = weighted_saving(g["estimated_saving_ns"], g["confidence"])
-        if w is not None:
-            best[g["kernel"]] = max(best.get(g["kernel"], 0.0), w)
-
-    def key(g: dict) -> tuple:
-        w = weighted_saving(g["estimated_saving_ns"], g["confidence"])
-        if w is not None:
-            return (0, -w, 0, SEVERITY_RANK[g["severity"]])
-        if g["kernel"] in best:
-            return (0, -best[g["kernel"]], 1, SEVERITY_RANK[g["severity"]])
-        return (1, 0.0, 1, SEVERITY_RANK[g["severity"]])
-
-    return sorted(groups, key=key)
-
-
 class Evidence(Mapping):
     """A finding's evidence: quantity name -> ``{"value", "unit", "label"}``.
 

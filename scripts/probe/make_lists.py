@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ncu_advisor import collect
+from ncu_advisor.profiling import sections as collect
 
 HERE = Path(__file__).resolve().parent
 TENSOR = [f"sm__ops_path_tensor_src_{s}.sum" for s in

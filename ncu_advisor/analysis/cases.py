@@ -1,0 +1,339 @@
+"""Test cases of a rule, kept beside it: ``RULE.cases.toml`` next to ``RULE.toml``.
+
+One runner (:func:`run_cases`, ``ncu-advise rules --test DIR``) runs two kinds of case, each
+a ``[[case]]`` table, for the built-in rules (``rules/``) and for a user's alike.
+
+A *values case* gives quantity values for one launch (anything not given is unknown) and the
+outcome the rule must give on it::
+
+    [[case]]
+    name = "memory-bound, L2 misses"
+    expect = "fires"            # fires | silent | not-evaluated
+    severity = "medium"         # optional, with fires
+    confidence = "high"         # optional, with fires
+    values = { mem_pct = 85, sm_pct = 20, l2_hit_pct = 12 }
+
+Derived quantities (``memory_bound``, ``arith_intensity_dram`` ...) are computed from the
+values given, as on a real report.
+
+A *capture case* names a real capture the project ships (a demo, whose captures are
+``sample_reports/demos/<name>.{raw,details}.csv``, or one of :data:`CAPTURES`) and what the
+rule must say on it, analyzed with the folder's rules::
+
+    [[case]]
+    capture = "coalescing"
+    variant = "bad"             # bad | good: that demo variant's kernels; all: every launch
+    expect = "fires"            # fires | silent
+    severity = "high"           # optional, with fires: every finding of the rule has it
+
+Each finding of a capture case must also show its evidence with units and name a concrete
+fix. Where the capture's files are not there (an installed wheel has no ``sample_reports/``),
+the case is skipped, not failed.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..derive.quantities import add_derived, quantity_names
+from ..errors import NcuAdviseError
+from ..rules_engine.engine import evaluate
+from ..rules_engine.findings import CONFIDENCE_STEPS, Finding
+from ..rules_engine.loader import CASES_SUFFIX, check_rules
+from ..rules_engine.schema import SEVERITIES, Rule, did_you_mean
+
+OUTCOMES = ("fires", "silent", "not-evaluated")
+CAPTURE_OUTCOMES = ("fires", "silent")
+VARIANTS = ("bad", "good", "all")
+
+#: The captures a case may name besides the demos: their files, under the project root.
+CAPTURES: dict[str, tuple[str, ...]] = {
+    "forms_app": ("sample_reports/forms/forms_app.ncu-rep",),
+    "torch_mlp": ("docs/examples/torch_mlp/torch_mlp.raw.csv",
+                  "docs/examples/torch_mlp/torch_mlp.details.csv"),
+    "occ_sweep": ("sample_reports/occupancy/occ_sweep2.ncu-rep",),
+}
+
+Reader = Callable[[list[Path]], Any]
+
+
+@dataclass
+class CaseResult:
+    """One case run: where it is, what went wrong (None when it passed), or why it was skipped."""
+
+    path: Path
+    rule: str
+    name: str
+    problem: str | None = None
+    skipped: str | None = None
+
+    def __str__(self) -> str:
+        if self.problem is not None:
+            status = f"FAILED: {self.problem}"
+        else:
+            status = "ok" if self.skipped is None else f"skipped ({self.skipped})"
+        return f"{self.path.name} [{self.name}]: {status}"
+
+
+@dataclass
+class Case:
+    """One ``[[case]]`` table of a cases file; ``rule`` is the id its file name gives."""
+
+    path: Path
+    rule: str
+    name: str
+    data: dict
+
+    @property
+    def kind(self) -> str:
+        """``capture`` (the case names a capture) or ``values``."""
+        return "capture" if "capture" in self.data else "values"
+
+    @property
+    def id(self) -> str:
+        """``RULE-CAPTURE-VARIANT-EXPECT`` for a capture case, ``RULE-NAME`` otherwise."""
+        d = self.data
+        if self.kind == "capture":
+            return f"{self.rule}-{d['capture']}-{d.get('variant', 'all')}-{d.get('expect')}"
+        return f"{self.rule}-{self.name}"
+
+
+def project_root() -> Path:
+    """The checkout this package runs from; in an installed wheel it holds no captures."""
+    return Path(__file__).resolve().parents[2]
+
+
+def capture_names() -> set[str]:
+    """Every capture a case may name: the demos and :data:`CAPTURES`."""
+    from ..demos import list_demos
+
+    try:
+        return set(CAPTURES) | {d.name for d in list_demos()}
+    except NcuAdviseError:
+        return set(CAPTURES)
+
+
+def capture_paths(name: str, root: Path | None = None) -> list[Path]:
+    """The files of a named capture under ``root`` (default: :func:`project_root`)."""
+    root = root or project_root()
+    if name in CAPTURES:
+        return [root / p for p in CAPTURES[name]]
+    demos = root / "sample_reports" / "demos"
+    return [demos / f"{name}.raw.csv", demos / f"{name}.details.csv"]
+
+
+def _read_report(paths: list[Path]):
+    from ..readers import read_report
+
+    return read_report(paths)
+
+
+_FINDINGS: dict[tuple, list[Finding]] = {}
+
+
+def capture_findings(name: str, variant: str, rules: Sequence[Rule], root: Path | None = None,
+                     read: Reader | None = None) -> list[Finding]:
+    """The findings of ``rules`` on a named capture: one demo variant's kernels, or all.
+
+    ``read`` reads a list of paths into a Report (default ``read_report``); the findings are
+    kept for the next case on the same capture. Raises ValueError when the variant's kernels
+    are not all in the capture.
+    """
+    from ..demos import get_demo
+    from ..report import subset
+    from .pipeline import analyze
+
+    root = root or project_root()
+    read = read or _read_report
+    key = (name, variant, str(root), tuple(r.id for r in rules), read)
+    if key not in _FINDINGS:
+        report = read(capture_paths(name, root))
+        if variant != "all":
+            kernels = getattr(get_demo(name), variant).kernels
+            ids = report.launches.loc[report.launches["short_name"].isin(kernels), "launch"]
+            if len(ids) != len(kernels):
+                raise ValueError(f"{name}/{variant}: kernels missing from the capture")
+            report = subset(report, ids.tolist())
+        _FINDINGS[key] = analyze(report, rules=list(rules)).findings
+    return _FINDINGS[key]
+
+
+def outcome(rule: Rule, values: dict[str, float]) -> tuple[str, str | None]:
+    """What ``rule`` says on one launch with these quantity values: outcome and severity."""
+    got, finding = judge(rule, values)
+    return got, finding.severity if finding is not None else None
+
+
+def judge(rule: Rule, values: dict[str, float]) -> tuple[str, Finding | None]:
+    """What ``rule`` says on one launch with these quantity values, and its finding."""
+    frame = add_derived(pd.DataFrame([{n: float(v) for n, v in values.items()}], index=[0]))
+    duration = float(values.get("duration_ns", np.nan))
+    launches = pd.DataFrame({"launch": [0], "duration_ns": [duration], "invocations": [1],
+                             "short_name": ["case"], "id": [0]})
+    findings, skipped = evaluate([rule], frame, launches)
+    if findings:
+        return "fires", findings[0]
+    return ("not-evaluated" if skipped else "silent"), None
+
+
+def _check_levels(case: dict) -> list[str]:
+    problems = []
+    if "severity" in case and case["severity"] not in SEVERITIES:
+        problems.append(f"severity = {case['severity']!r}: use one of {', '.join(SEVERITIES)}")
+    if "confidence" in case and case["confidence"] not in CONFIDENCE_STEPS:
+        problems.append(f"confidence = {case['confidence']!r}: use one of "
+                        f"{', '.join(CONFIDENCE_STEPS)}")
+    return problems
+
+
+def _check_case(case: dict) -> list[str]:
+    problems = []
+    known = set(quantity_names())
+    for name in case.get("values", {}):
+        if name not in known:
+            problems.append(f"unknown quantity {name!r}{did_you_mean(name, known)}")
+    if case.get("expect") not in OUTCOMES:
+        problems.append(f"expect = {case.get('expect')!r}: use one of {', '.join(OUTCOMES)}")
+    return problems + _check_levels(case)
+
+
+def _check_capture_case(case: dict) -> list[str]:
+    problems = []
+    known = capture_names()
+    capture, variant = case["capture"], case.get("variant", "all")
+    if "values" in case:
+        problems.append("a case gives values or names a capture, not both")
+    if capture not in known:
+        problems.append(f"unknown capture {capture!r}{did_you_mean(str(capture), known)} "
+                        f"(known: {', '.join(sorted(known))})")
+    if variant not in VARIANTS:
+        problems.append(f"variant = {variant!r}: use one of {', '.join(VARIANTS)}")
+    elif variant != "all" and capture in CAPTURES:
+        problems.append(f"variant = {variant!r}: only a demo has bad and good kernels; use all")
+    if case.get("expect") not in CAPTURE_OUTCOMES:
+        problems.append(f"expect = {case.get('expect')!r}: use one of "
+                        f"{', '.join(CAPTURE_OUTCOMES)}")
+    return problems + _check_levels(case)
+
+
+def _capture_problem(case: dict, fired: list[Finding]) -> str | None:
+    """What is wrong with the rule's findings on a capture case (None: nothing)."""
+    if case["expect"] == "silent":
+        if fired:
+            return f"expected silent, got {'; '.join(f.title for f in fired)}"
+        return None
+    if not fired:
+        return "expected fires, got silent"
+    for key in ("severity", "confidence"):
+        got = {getattr(f, key) for f in fired}
+        if key in case and got != {case[key]}:
+            return f"expected {key} {case[key]}, got {', '.join(sorted(got))}"
+    for f in fired:
+        # Every finding states its evidence with units and names a concrete fix.
+        if not (f.evidence and all("unit" in e and "value" in e for e in f.evidence.values())):
+            return f"{f.title!r}: evidence without units"
+        if len(f.advice) <= 40 or "{" in f.title + f.advice:
+            return f"{f.title!r}: advice too short or a placeholder left unfilled"
+    return None
+
+
+def read_case_file(path: Path) -> tuple[list[Case], str | None]:
+    """The cases of one cases file, or what makes the file unusable."""
+    rule_id = path.name.removesuffix(CASES_SUFFIX)
+    try:
+        tables = tomllib.loads(path.read_text(encoding="utf-8")).get("case", [])
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        return [], f"cannot read ({exc})"
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        return [], "`case` must be [[case]] tables"
+    if not tables:
+        return [], "no [[case]] tables"
+    cases = []
+    for i, t in enumerate(tables, 1):
+        default = (f"{t['capture']}/{t.get('variant', 'all')}" if "capture" in t
+                   else f"case {i}")
+        cases.append(Case(path, rule_id, str(t.get("name", default)), t))
+    return cases, None
+
+
+def case_files(folder: Path) -> list[Path]:
+    """The cases files of a rule folder, sorted."""
+    return sorted(folder.glob(f"*{CASES_SUFFIX}"))
+
+
+def run_case(case: Case, rules: Sequence[Rule], root: Path | None = None,
+             read: Reader | None = None) -> CaseResult:
+    """Run one case against its rule, one of ``rules`` (a capture case analyzes with all).
+
+    ``root`` is where a capture case's files are looked for (default :func:`project_root`);
+    ``read`` reads them (see :func:`capture_findings`).
+    """
+    result = CaseResult(case.path, case.rule, case.name)
+    rule = next((r for r in rules if r.id == case.rule), None)
+    if rule is None:
+        result.problem = f"no rule {case.rule!r}"
+        return result
+    c = case.data
+    if case.kind == "capture":
+        problems = _check_capture_case(c)
+        if problems:
+            result.problem = "; ".join(problems)
+            return result
+        missing = [p for p in capture_paths(c["capture"], root) if not p.is_file()]
+        if missing:
+            result.skipped = f"capture {c['capture']!r} not available: {missing[0]} missing"
+            return result
+        try:
+            found = capture_findings(c["capture"], c.get("variant", "all"), rules, root, read)
+        except (NcuAdviseError, ValueError) as exc:
+            result.problem = str(exc)
+            return result
+        result.problem = _capture_problem(c, [f for f in found if f.rule == case.rule])
+        return result
+    problems = _check_case(c)
+    if problems:
+        result.problem = "; ".join(problems)
+        return result
+    got, finding = judge(rule, c.get("values", {}))
+    if got != c["expect"]:
+        result.problem = f"expected {c['expect']}, got {got}"
+        return result
+    for key in ("severity", "confidence"):
+        value = getattr(finding, key, None)
+        if key in c and value != c[key]:
+            result.problem = f"expected {key} {c[key]}, got {value}"
+            break
+    return result
+
+
+def run_cases(folder: Path, root: Path | None = None,
+              read: Reader | None = None) -> tuple[list[CaseResult], list[str]]:
+    """Check a rule folder and run the cases beside its rules, both kinds.
+
+    Returns the case results and the folder's rule problems (when there are problems, no
+    case runs). A cases file without its rule is a problem too. ``root`` and ``read`` are
+    for capture cases (see :func:`run_case`).
+    """
+    rules, problems = check_rules([folder])
+    if problems:
+        return [], problems
+    ids = {r.id for r in rules}
+    results: list[CaseResult] = []
+    for path in case_files(folder):
+        rule_id = path.name.removesuffix(CASES_SUFFIX)
+        if rule_id not in ids:
+            problems.append(f"{path}: no rule {rule_id!r} beside it ({rule_id}.toml)")
+            continue
+        cases, problem = read_case_file(path)
+        if problem is not None:
+            results.append(CaseResult(path, rule_id, "(file)", problem))
+            continue
+        results += [run_case(case, rules, root, read) for case in cases]
+    return results, problems

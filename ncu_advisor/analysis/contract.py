@@ -1,0 +1,228 @@
+"""The JSON contract (``docs/json-contract.md``, schema_version 1) of one analysis.
+
+Every renderer reads this document: text and HTML format it, ``-f json`` writes it (streamed,
+kernel by kernel, by :func:`write_json`). Fields are added, never renamed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from .. import json_text
+from .._version import __version__
+from ..derive.quantities import label_of, unit_of
+from ..json_text import json_number, strict
+from ..rules_engine.engine import Finding, NotEvaluated
+from .ranking import rank_key
+
+if TYPE_CHECKING:
+    from .result import Analysis
+
+
+def _int(value) -> int | None:
+    v = json_number(value)
+    return None if v is None else int(round(v))
+
+
+_NO_ORIGIN = {"origin": None, "origin_label": None, "role": None}
+
+
+def _skipped_dict(n: NotEvaluated) -> dict:
+    return {"rule": n.rule, "category": n.category, "missing": n.missing,
+            "collect_with": n.collect_with}
+
+
+def _most_severe_first(found: list[Finding]) -> list[Finding]:
+    return sorted(found, key=lambda f: rank_key(f.severity, f.confidence,
+                                                f.estimated_saving_ns))
+
+
+def _finding_fields(f: Finding) -> dict:
+    """A finding's JSON entry for orjson, which writes its Evidence, tuples and NaN itself."""
+    return {name: getattr(f, name) for name in Finding.FIELDS}
+
+
+def _finding_dict(f: Finding) -> dict:
+    """The same entry for a renderer: plain dicts and lists, NaN as None (strict copies)."""
+    return strict(_finding_fields(f))
+
+
+def _ncu_rules_by_launch(frame: pd.DataFrame) -> dict[int, list[dict]]:
+    """Ncu's rule results as JSON records, grouped by launch (one pass over the table)."""
+    cols = ["rule", "section", "type", "title", "description", "speedup_type", "speedup"]
+    out: dict[int, list[dict]] = {}
+    if frame is None or frame.empty:
+        return out
+    table = frame[["launch", *cols]].astype(object).where(frame[["launch", *cols]].notna(), None)
+    for row in table.itertuples(index=False):
+        record = {c: getattr(row, c) for c in cols}
+        out.setdefault(int(row.launch), []).append(strict(record))
+    return out
+
+
+def _metric_list(frame: pd.DataFrame | None) -> list[dict]:
+    if frame is None:
+        return []
+    cols = ["section", "metric", "label", "unit", "value", "text"]
+    frame = frame.drop_duplicates(subset=["metric", "label", "section"])
+    records = frame[cols].astype(object).where(frame[cols].notna(), None).to_dict("records")
+    return [strict(r) for r in records]
+
+
+SCHEMA_VERSION = 1
+
+
+# Quantities shown for every kernel (JSON "quantities", the HTML kernel table, text output).
+KEY_QUANTITIES = (
+    "duration_ns", "sm_pct", "mem_pct", "dram_pct", "l1_pct", "l2_pct", "dram_bytes",
+    "dram_bandwidth", "arith_intensity_dram", "flops_fp32", "flops_fp64", "flops_fp16",
+    "theoretical_occupancy_pct", "achieved_occupancy_pct", "registers_per_thread",
+    "shared_mem_per_block", "waves_per_sm", "issue_active", "global_ld_bytes_per_sector",
+    "global_st_bytes_per_sector", "threads_per_inst", "branch_uniform_pct", "local_ld_insts",
+    "local_st_insts", "shared_conflict_pct", "l1_hit_pct", "l2_hit_pct", "xu_pipe_pct",
+    "tensor_pipe_pct",
+)
+
+
+def document_head(analysis: Analysis) -> dict:
+    """The JSON contract's fields before ``kernels`` (in order)."""
+    rep = analysis.report
+    total = analysis.total_time_ns
+    launches = rep.launches
+    weight = (launches["duration_ns"].fillna(0.0) * launches["invocations"]).to_numpy()
+    order = np.argsort(-weight, kind="stable")[:10]
+    top = []
+    for i in order:
+        row = launches.iloc[int(i)]
+        share = analysis.quantities.at[row["launch"], "time_share_pct"] / 100.0
+        top.append({
+            "id": _int(row["id"]), "launch": int(row["launch"]),
+            "short_name": row["short_name"], "name": row["name"],
+            "duration_ns": json_number(row["duration_ns"]), "time_share": json_number(share),
+            "invocations": int(row["invocations"]),
+            "bound": analysis.rooflines.bound[int(row["launch"])]})
+    session = {k: v for k, v in rep.session.items() if k != "ncu_messages"}
+    session.update(analysis.extra_session)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "ncu-advise", "version": __version__},
+        "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "sources": list(rep.sources),
+        "command": analysis.command,
+        "session": strict(session),
+        "warnings": list(rep.warnings),
+        "summary": {
+            "launch_count": int(rep.launches["invocations"].sum()),
+            "kernel_count": int(rep.launches["short_name"].nunique()),
+            "total_duration_ns": json_number(total),
+            "bounds": analysis.bounds(),
+            "top_kernels": top,
+            "application_not_evaluated": [
+                _skipped_dict(n) for n in analysis.not_evaluated if n.launch is None],
+        },
+        "regions": [strict(r.to_dict()) for r in analysis.regions],
+        "validity": analysis.validity,
+    }
+
+
+def iter_kernels(analysis: Analysis, include_metrics: bool = False,
+                 fields: tuple[str, ...] | None = None, clean: bool = True):
+    """Yield the JSON entry of each launch in order, one at a time (only ``fields``).
+
+    ``clean=False`` leaves findings as the JSON writer takes them (an Evidence mapping,
+    tuples, NaN), not copied into plain dicts and lists for a renderer.
+    """
+    finding_entry = _finding_dict if clean else _finding_fields
+    rep = analysis.report
+    wanted = (lambda name: True) if fields is None else frozenset(fields).__contains__
+    rules_by_launch = _ncu_rules_by_launch(rep.ncu_rules)
+    metrics_by_launch = ({int(k): g for k, g in rep.metrics.groupby("launch")}
+                         if include_metrics else {})
+    # One pass over findings and not-evaluated entries (a scan per launch was quadratic).
+    findings_by_launch: dict[int, list[Finding]] = {}
+    for f in analysis.findings:
+        findings_by_launch.setdefault(f.launch, []).append(f)
+    skipped_by_launch: dict[int | None, list[dict]] = {}
+    for n in analysis.not_evaluated:
+        skipped_by_launch.setdefault(n.launch, []).append(_skipped_dict(n))
+    # The key quantities of each launch as plain floats, with their unit and label.
+    shown = [name for name in KEY_QUANTITIES if name in analysis.quantities.columns]
+    described = [(name, unit_of(name), label_of(name)) for name in shown]
+    values = analysis.quantities[shown].to_numpy(dtype="float64")  # a row's list when written
+    shares = analysis.quantities["time_share_pct"].to_numpy(dtype="float64").tolist()
+    position = {int(k): i for i, k in enumerate(analysis.quantities.index.tolist())}
+    origins = analysis.origins_by_launch()
+    bounds = analysis.rooflines.bound
+    # "roofline.bound" asks for the roofline entry with its bound only.
+    entry_fields = None if fields is None else list(dict.fromkeys(
+        name.split(".")[0] for name in fields))
+    for row in rep.launches.itertuples(index=False):
+        launch = int(row.launch)
+        qrow = values[position[launch]].tolist()
+        entry = {
+            "id": _int(row.id), "launch": launch, "source": row.source, "name": row.name,
+            "short_name": row.short_name,
+            "grid": [_int(row.grid_x), _int(row.grid_y), _int(row.grid_z)],
+            "block": [_int(row.block_x), _int(row.block_y), _int(row.block_z)],
+            "device": _int(row.device), "cc": None if pd.isna(row.cc) else str(row.cc),
+            "stream": _int(row.stream), "nvtx": None if pd.isna(row.nvtx) else row.nvtx,
+            "invocations": int(row.invocations), "duration_ns": json_number(row.duration_ns),
+            "time_share": json_number(shares[position[launch]] / 100.0),
+            "quantities": {
+                name: {"value": value, "unit": unit, "label": label}
+                for (name, unit, label), value in zip(described, qrow, strict=True)
+                if math.isfinite(value)
+            } if wanted("quantities") else None,
+            "roofline": (analysis.rooflines[launch].to_dict() if wanted("roofline")
+                         else {"bound": bounds[launch]} if wanted("roofline.bound")
+                         else None),
+            "occupancy": analysis.occupancy[launch],
+            "launch_shape": analysis.launch_shapes.get(launch, {}),
+            "findings": [finding_entry(f) for f in
+                         _most_severe_first(findings_by_launch.get(launch, []))]
+            if wanted("findings") else None,
+            "not_evaluated": skipped_by_launch.get(launch, []),
+            "ncu_rules": rules_by_launch.get(launch, []),
+            **origins.get(launch, _NO_ORIGIN),
+        }
+        if include_metrics:
+            entry["metrics"] = _metric_list(metrics_by_launch.get(launch))
+        yield entry if entry_fields is None else {name: entry[name] for name in entry_fields}
+
+
+def to_dict(analysis: Analysis, include_metrics: bool = False,
+            kernel_fields: tuple[str, ...] | None = None) -> dict:
+    """Return the JSON contract (``docs/json-contract.md``), schema_version 1.
+
+    ``kernel_fields``: the fields each ``kernels`` entry holds (None: all;
+    ``roofline.bound``: a roofline with its bound only); the text
+    output reads a few, and every launch's whole entry was ~15 KB at 50,000 launches.
+    """
+    document = document_head(analysis)
+    document["kernels"] = list(iter_kernels(analysis, include_metrics, kernel_fields))
+    document["findings"] = [strict(g) for g in analysis.ranked()]
+    return document
+
+
+def write_json(analysis: Analysis, fh, include_metrics: bool = False) -> None:
+    """Write :func:`to_dict` as indented strict JSON to a binary file, kernel by kernel.
+
+    The document is :func:`to_dict`'s, but only one kernel's entry is in memory at a
+    time (a report of 50,000 launches makes ~600 MB of JSON).
+    """
+    dumps = json_text.dumps
+    document = document_head(analysis)
+    fh.write(b"{\n")
+    for key, value in document.items():
+        fh.write(b'  "' + key.encode() + b'": ' + dumps(value, 1) + b",\n")
+    fh.write(b'  "kernels": [')
+    for i, entry in enumerate(iter_kernels(analysis, include_metrics, clean=False)):
+        fh.write((b",\n    " if i else b"\n    ") + dumps(entry, 2))
+    fh.write(b"\n  ],\n" if len(analysis.report.launches) else b"],\n")
+    fh.write(b'  "findings": ' + dumps(analysis.ranked(), 1)
+             + b"\n}\n")

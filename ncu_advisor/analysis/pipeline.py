@@ -1,0 +1,117 @@
+"""The pipeline: Report -> quantities -> roofline, occupancy -> rules -> findings.
+
+``analyze(report)`` computes the one result (:class:`~.result.Analysis`) every renderer formats.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..derive.ncu_evidence import ncu_rule_categories, ncu_rule_quantities
+from ..derive.occupancy_report import launch_occupancy
+from ..derive.origin import origin_table
+from ..derive.quantities import compute_with_provenance
+from ..derive.roofline import Rooflines
+from ..derive.source_lines import attribute
+from ..report import Report
+from ..rules_engine.engine import NotEvaluated, Provenance, evaluate
+from ..rules_engine.loader import load_rules
+from ..rules_engine.policy import apply_policy
+from ..rules_engine.schema import Rule
+from .regions import summarize_regions
+from .result import Analysis
+
+
+def _with_launch_shape(report: Report) -> pd.DataFrame:
+    """The wide metric view, with grid and block sizes filled from the launch table.
+
+    Every CSV export names the launch shape, even a ``--metrics`` run without LaunchStats.
+    """
+    wide = report.wide()
+    launches = report.launches.set_index("launch")
+    shape = {
+        "launch__grid_size": launches[["grid_x", "grid_y", "grid_z"]].astype("float64").prod(
+            axis=1, min_count=3),
+        "launch__block_size": launches[["block_x", "block_y", "block_z"]].astype(
+            "float64").prod(axis=1, min_count=3),
+    }
+    missing = {k: v for k, v in shape.items()
+               if k not in wide.columns or wide[k].isna().any()}
+    if not missing:
+        return wide
+    wide = wide.copy()
+    for metric, values in missing.items():
+        current = wide[metric] if metric in wide.columns else pd.Series(np.nan, index=wide.index)
+        wide[metric] = current.fillna(values.reindex(wide.index))
+    return wide
+
+
+RAW_EXPORT_HINT = ("the raw page of the same capture (ncu --import FILE.ncu-rep --csv --page raw) "
+                   "or the .ncu-rep itself")
+
+
+def _point_to_raw_export(skipped: list[NotEvaluated], report: Report) -> list[NotEvaluated]:
+    """Say where a metric missing from a details-page (or text) export is.
+
+    It was usually collected but not printed: export the raw page first; collect it only if
+    the capture lacked it (:meth:`Report.body_only_launches` decides which launches).
+    """
+    body_only = report.body_only_launches().to_dict()
+    all_body_only = all(body_only.values())
+    for n in skipped:
+        if (body_only.get(n.launch, False) if n.launch is not None else all_body_only) \
+                and not n.collect_with.startswith(RAW_EXPORT_HINT):
+            n.collect_with = f"{RAW_EXPORT_HINT}; if not collected: {n.collect_with}"
+    return skipped
+
+
+def with_origin(launches: pd.DataFrame, origins: str | None = None) -> pd.DataFrame:
+    """The launch table with each kernel's origin (user or library) and role added."""
+    table = origin_table(origins)
+    found = {name: table.classify(str(name)) for name in launches["name"].unique()}
+    roles = {name: table.role(str(name)) for name in launches["name"].unique()}
+    return launches.assign(
+        origin=launches["name"].map(lambda n: found[n].id),
+        origin_label=launches["name"].map(lambda n: found[n].label),
+        origin_library=launches["name"].map(lambda n: found[n].library),
+        role=launches["name"].map(roles))
+
+
+def analyze(report: Report, rules: list[Rule] | None = None,
+            rules_dirs: list[Path] | None = None, measured_bandwidth: float | None = None,
+            command: list[str] | None = None, origins: str | None = None) -> Analysis:
+    """Analyze a Report: derive quantities, place every launch on the roofline, run the rules.
+
+    Args:
+        report: what :func:`ncu_advisor.read_report` returned.
+        rules: rules to run (default: the built-in ones plus ``rules_dirs``).
+        rules_dirs: extra folders of rule files (``--rules DIR``).
+        measured_bandwidth: a measured DRAM roof in byte/s, shown beside the datasheet one.
+        command: the profiled command line, when the analysis comes from ``ncu-advise ./app``.
+        origins: a file of extra kernel origins (format of ``data/origins.toml``).
+
+    """
+    if rules is None:
+        rules = load_rules(rules_dirs)
+    wide = _with_launch_shape(report)
+    stated = ncu_rule_quantities(report.ncu_rules, wide.index, report.metrics)
+    launches = with_origin(report.launches, origins)
+    quantities, from_rule = compute_with_provenance(
+        wide, stated, invocations=launches.set_index("launch")["invocations"])
+    opt = ncu_rule_categories(report.ncu_rules)
+    provenance = Provenance(from_rule, {int(k): set(g["category"]) for k, g in
+                                        opt.groupby("launch")} if len(opt) else {})
+    rooflines = Rooflines(wide, quantities, report.session.get("gpu"), measured_bandwidth)
+    occupancy, shapes = launch_occupancy(report, quantities)
+    findings, skipped = evaluate(rules, quantities, launches, provenance)
+    skipped = _point_to_raw_export(skipped, report)
+    findings = apply_policy(findings, launches, origin_table(origins))
+    attribute(findings, report.source_lines)
+    regions = summarize_regions(launches, rooflines.bound, findings)
+    return Analysis(report=report, quantities=quantities, rooflines=rooflines,
+                    occupancy=occupancy, findings=findings, not_evaluated=skipped, rules=rules,
+                    command=command, launch_shapes=shapes, regions=regions,
+                    origins=launches.set_index("launch")[["origin", "origin_label", "role"]])

@@ -1,0 +1,89 @@
+"""The result of one analysis: every table and finding computed from one Report.
+
+``Analysis`` holds what :func:`~.pipeline.analyze` computed; its JSON form is
+:mod:`.contract`'s, its application-wide ranking :mod:`.ranking`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ..derive.occupancy_report import LaunchEntries
+from ..derive.roofline import Rooflines
+from ..report import Report
+from ..rules_engine.engine import Finding, NotEvaluated
+from ..rules_engine.schema import Rule
+from . import contract
+from .ranking import rank_key, ranked
+from .regions import Region
+from .validity import validity_checks
+
+
+@dataclass
+class Analysis:
+    """Everything computed from one Report."""
+
+    report: Report
+    quantities: pd.DataFrame
+    rooflines: Rooflines  # launch -> Roofline, computed when read; .bound kept for all
+    occupancy: Mapping[int, dict]  # built per launch on access (derive/occupancy_report.py)
+    findings: list[Finding]
+    not_evaluated: list[NotEvaluated]
+    rules: list[Rule]
+    command: list[str] | None = None
+    extra_session: dict = field(default_factory=dict)
+    launch_shapes: Mapping[int, dict] = field(default_factory=dict)
+    origins: pd.DataFrame | None = None  # per launch: origin, origin_label, role
+    regions: list[Region] = field(default_factory=list)
+
+    @property
+    def validity(self) -> list[dict]:
+        """What limits trust in the numbers (``validity.py``); reads ``extra_session`` too."""
+        return validity_checks(self.report, self.rules, self.not_evaluated, self.extra_session)
+
+    @property
+    def total_time_ns(self) -> float:
+        """Total GPU time of all launches (invocations counted)."""
+        return self.report.total_duration_ns
+
+    def kernel_findings(self, launch: int) -> list[Finding]:
+        """Findings about one launch, most severe first."""
+        return sorted((f for f in self.findings if f.launch == launch),
+                      key=lambda f: rank_key(f.severity, f.confidence, f.estimated_saving_ns))
+
+    def ranked(self) -> list[dict]:
+        """Findings across the application, grouped, most important first (see ranking)."""
+        return ranked(self)
+
+    def origins_by_launch(self) -> Mapping[int, dict]:
+        """Each kernel's origin fields for the JSON (``origin``, ``origin_label``, ``role``)."""
+        if self.origins is None:
+            return {}
+        table = self.origins
+        return LaunchEntries(table.index, {
+            "origin": table["origin"].tolist(), "origin_label": table["origin_label"].tolist(),
+            "role": [None if pd.isna(role) else role for role in table["role"].tolist()]})
+
+    def bounds(self) -> dict[str, int]:
+        """How many launches are memory-, compute-, latency-bound or unknown."""
+        counts = {"memory": 0, "compute": 0, "latency": 0, "unknown": 0}
+        for bound in self.rooflines.bound.values():
+            counts[bound or "unknown"] += 1
+        return counts
+
+    def to_dict(self, include_metrics: bool = False,
+                kernel_fields: tuple[str, ...] | None = None) -> dict:
+        """Return the JSON contract, schema_version 1 (:func:`.contract.to_dict`)."""
+        return contract.to_dict(self, include_metrics, kernel_fields)
+
+    def write_json(self, fh, include_metrics: bool = False) -> None:
+        """Write the JSON contract to a binary file, kernel by kernel (see contract)."""
+        contract.write_json(self, fh, include_metrics)
+
+    def iter_kernels(self, include_metrics: bool = False,
+                     fields: tuple[str, ...] | None = None, clean: bool = True):
+        """Yield the JSON entry of each launch in order (:func:`.contract.iter_kernels`)."""
+        return contract.iter_kernels(self, include_metrics, fields, clean)

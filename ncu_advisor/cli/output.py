@@ -1,0 +1,157 @@
+"""Writing outputs safely: never over an input, all or nothing, errors as one line.
+
+* An output that is, or resolves to, one of the inputs is refused before any work.
+* A regular file is written to a temporary file beside it, then renamed over it: a failure
+  (full disk, read-only filesystem, no permission) leaves no partial output.
+* A symlink is followed: its target is written, the link stays. A FIFO, a terminal or
+  ``/dev/stdout`` is written through, not replaced by a regular file.
+* Every OS error becomes an :class:`~ncu_advisor.errors.OutputError`: one line naming the
+  path and the reason (CLI exit code 2).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from ..errors import OutputError
+
+REPORT_SUFFIXES = (".csv", ".ncu-rep", ".gz", ".txt")
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc) or type(exc).__name__
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_output_file(output: Path, inputs: Iterable[str | os.PathLike]) -> None:
+    """Refuse an output file that would overwrite an input, or that cannot be a file.
+
+    Args:
+        output: the ``-o`` path.
+        inputs: the paths given to read (files or folders).
+
+    Raises:
+        OutputError: the output is an input (or inside an input folder where it would be
+            read as one), is a folder, or its folder does not exist.
+
+    """
+    try:
+        mode = os.stat(output).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        return  # a FIFO, terminal or /dev/stdout: written through, never an input file
+    target = os.path.realpath(output)
+    if os.path.isdir(target):
+        raise OutputError(f"{output}: is a folder; give a file name for the output")
+    parent = os.path.dirname(target) or "."
+    if not os.path.isdir(parent):
+        raise OutputError(f"{output}: output folder {os.path.dirname(str(output)) or '.'} "
+                          "does not exist")
+    for given in inputs:
+        source = os.path.realpath(given)
+        if target == source or _same_file(target, source):
+            raise OutputError(f"{output}: is one of the inputs; refusing to overwrite it")
+        if os.path.isdir(source) and os.path.exists(target) \
+                and target.startswith(source.rstrip(os.sep) + os.sep) \
+                and Path(target).name.lower().endswith(REPORT_SUFFIXES):
+            raise OutputError(f"{output}: is a report inside the input folder {given}; "
+                              "refusing to overwrite it")
+
+
+def check_output_folder(output: Path, inputs: Iterable[str | os.PathLike],
+                        names: Iterable[str]) -> None:
+    """Refuse an output folder that is a file, or whose files-to-be are inputs."""
+    if os.path.exists(output) and not os.path.isdir(output):
+        raise OutputError(f"{output}: exists and is not a folder")
+    for name in names:
+        target = os.path.realpath(Path(output, name))
+        for given in inputs:
+            if target == os.path.realpath(given) or _same_file(target, given):
+                raise OutputError(f"{Path(output, name)}: is one of the inputs; refusing to "
+                                  "overwrite it")
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write a whole text output safely (see the module docstring)."""
+    write_files([(Path(path), lambda fh: fh.write(text.encode("utf-8")))])
+
+
+def write_files(outputs: list[tuple[Path, Callable]]) -> None:
+    """Write several files all or nothing: each ``writer(binary_file)`` fills one file.
+
+    Regular files are written to temporaries first and renamed into place only when every
+    one succeeded; streams (FIFO, terminal, /dev/stdout) are written through directly.
+    """
+    staged: list[tuple[str, str]] = []
+    try:
+        for path, writer in outputs:
+            try:
+                mode = os.stat(path).st_mode  # follows symlinks
+            except FileNotFoundError:
+                mode = None
+            except OSError as exc:
+                raise OutputError(f"{path}: cannot write ({_reason(exc)})") from None
+            if mode is not None and stat.S_ISDIR(mode):
+                raise OutputError(f"{path}: is a folder; give a file name for the output")
+            if mode is not None and not stat.S_ISREG(mode):
+                _write_through(path, str(path), writer)  # FIFO, terminal, /dev/stdout
+                continue
+            target = os.path.realpath(path)  # a symlink's target is what gets written
+            staged.append((_stage(path, target, writer), target))
+        for tmp, target in staged:
+            try:
+                os.replace(tmp, target)
+            except OSError as exc:
+                raise OutputError(f"{target}: cannot write ({_reason(exc)})") from None
+        staged.clear()
+    finally:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def _write_through(path: Path, target: str, writer: Callable) -> None:
+    try:
+        with open(target, "wb") as fh:
+            writer(fh)
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write ({_reason(exc)})") from None
+
+
+def _stage(path: Path, target: str, writer: Callable) -> str:
+    """Write one output to a temporary file beside its target; return the temporary's path."""
+    folder = os.path.dirname(target) or "."
+    if not os.path.isdir(folder):
+        raise OutputError(f"{path}: output folder {os.path.dirname(str(path)) or '.'} does "
+                          "not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)}.",
+                                   suffix=".tmp")
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write ({_reason(exc)})") from None
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            writer(fh)
+            fh.flush()
+            os.fsync(fh.fileno())  # a full disk shows here, not after the rename
+        # mkstemp creates 0600; give the output the permissions a normal file would get.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+    except OSError as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise OutputError(f"{path}: cannot write ({_reason(exc)})") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return tmp

@@ -1,0 +1,111 @@
+"""``profile``: run a program under ncu, then analyse and report what it profiled."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..errors import OutputError
+from .common import (
+    HTML_METRICS_LIMIT,
+    warn,
+    write_atomic,
+)
+
+
+def _load_analysis(rules: list[Path] | None) -> list:
+    """Import the analysis and renderers and load the rules (run in a thread during ncu)."""
+    from ..analysis.pipeline import analyze  # noqa: F401 - imported for its start-up cost
+    from ..render.html import render_html  # noqa: F401
+    from ..render.text import render_text  # noqa: F401
+    from ..rules_engine.loader import load_rules
+
+    return load_rules(rules)
+
+
+def profile_cmd(
+    ctx: typer.Context,
+    program: Annotated[str, typer.Argument(help="The program to profile, then its arguments. "
+                                                "Arguments after a standalone -- go to ncu.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Folder for report.html, "
+                                         "report.json, the .ncu-rep and ncu's log.")] = Path(
+        "ncu-advise-report"),
+    section_set: Annotated[str, typer.Option(
+        "--set", help="What ncu collects: 'advise' (only what ncu-advise reads, a fraction of "
+        "full's replay passes) or an ncu set such as 'full'.")] = "advise",
+    kernel_name: Annotated[str | None, typer.Option(
+        "--kernel-name", "-k", help="Only kernels matching this name (ncu -k; "
+        "regex:PATTERN for a pattern).")] = None,
+    launch_count: Annotated[int | None, typer.Option(
+        "--launch-count", "-c", help="Profile at most this many launches (ncu -c).")] = None,
+    nvtx: Annotated[bool, typer.Option("--nvtx", help="Record NVTX ranges.")] = False,
+    csv: Annotated[bool, typer.Option(
+        "--csv/--no-csv", help="Read the report through its CSV export (the default: faster) "
+        "or, with --no-csv, read the .ncu-rep directly through NVIDIA's ncu_report.")] = True,
+    rules: Annotated[list[Path] | None, typer.Option("--rules", help="Extra rule folder.")] = None,
+    include_metrics: Annotated[bool | None, typer.Option(
+        "--include-metrics/--no-metrics", help="Add every collected metric of every kernel "
+        "(JSON, HTML appendix). Default: on for up to 20 launches; the .ncu-rep has them all.",
+        show_default=False)] = None,
+) -> None:
+    """Profile a program with ncu and write report.html + report.json."""
+    from ..profiling.run import in_background, read_profiled, run_profile
+
+    # The analysis, its rules and the renderers load while the program runs under ncu, so
+    # that their start-up is not added to the run (a bad rule file still fails: below).
+    warm_up = in_background(_load_analysis, rules)
+    args = list(ctx.args)
+    extra: list[str] = []
+    if "--" in args:
+        cut = args.index("--")
+        args, extra = args[:cut], args[cut + 1:]
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{output}: cannot create folder ({exc.strerror or exc})") from None
+    result = run_profile(program, args, out_dir=output, section_set=section_set,
+                         kernel_name=kernel_name, launch_count=launch_count, nvtx=nvtx,
+                         extra=tuple(extra), export_csv=csv)
+    timings = dict(result.timings)
+    started = time.monotonic()
+    loaded_rules = warm_up.result()
+    from .. import json_text
+    from ..analysis.pipeline import analyze as run_analysis
+    from ..render.html import render_html
+    from ..render.text import render_text
+
+    timings["load"] = time.monotonic() - started  # what of the loading ncu's run did not hide
+    started = time.monotonic()
+    include = include_metrics if include_metrics is not None else (
+        result.kernels_profiled <= HTML_METRICS_LIMIT)
+    report = read_profiled(result, lean=not include)
+    report.warnings[:0] = list(result.warnings)
+    report.session["ncu_messages"] = list(result.log)  # its notes feed the validity lint
+    timings["read"] = time.monotonic() - started
+    if "export" in result.timings and "export" not in timings:  # the .ncu-rep reader failed
+        timings["export"] = result.timings["export"]
+        timings["read"] -= timings["export"]
+    started = time.monotonic()
+    analysis = run_analysis(report, rules=loaded_rules, command=[program, *args])
+    analysis.extra_session.update(result.session_facts())
+    analysis.extra_session["program_exit_code"] = result.program_exit_code
+    data = analysis.to_dict(include_metrics=include)
+    timings["analyze"] = time.monotonic() - started
+    started = time.monotonic()
+    html = render_html(data)
+    timings["render"] = time.monotonic() - started
+    data["session"]["timings_s"] = {k: round(v, 3) for k, v in timings.items()}
+    write_atomic(output / "report.json", json_text.dumps_text(data))
+    write_atomic(output / "report.html", html)
+    typer.echo(render_text(data))
+    warn(report.warnings)
+    own = sum(v for k, v in timings.items() if k != "ncu")
+    passes = f", {max(result.passes)} passes each" if result.passes else ""
+    typer.echo(f"profiled {len(report.launches)} kernel(s) in {timings['ncu']:.1f} s"
+               f"{passes}; export, analysis and report took {own:.1f} s", err=True)
+    typer.echo(f"wrote {output / 'report.html'} and {output / 'report.json'}", err=True)
+    if result.interrupted:
+        raise typer.Exit(130)

@@ -1,0 +1,248 @@
+"""``ncu-advise ingest``, ``query`` and ``trend``: the report store on the command line.
+
+Registered by the main CLI (``app.command("ingest")(ingest_command)``, ...); the library is
+:mod:`ncu_advisor.store`. Input errors are :class:`~ncu_advisor.errors.NcuAdviseError`
+(one line, exit code 2 there).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import io
+import json
+import math
+import os
+import sys
+import tempfile
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+from ..errors import NcuAdviseError
+
+STORE_HELP = "The store folder (a hive-partitioned Parquet dataset; created by ingest)."
+
+
+class TableFormat(StrEnum):
+    """Output formats of ``query``."""
+
+    text = "text"
+    csv = "csv"
+    json = "json"
+
+
+class TrendFormat(StrEnum):
+    """Output formats of ``trend``."""
+
+    text = "text"
+    csv = "csv"
+    json = "json"
+    html = "html"
+
+
+def _emit(text: str, output: Path | None) -> None:
+    """Print, or write a file all at once (never half-written)."""
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    if not output.parent.exists():
+        raise NcuAdviseError(f"{output.parent}: output folder does not exist")
+    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, output)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    typer.echo(f"wrote {output}", err=True)
+
+
+def _jsonable(value: Any) -> Any:
+    """A query value as JSON: NaN/inf as null, times as ISO text, maps as objects."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        # Arrow maps arrive as lists of (key, value) pairs.
+        if value and all(isinstance(v, tuple) and len(v) == 2 for v in value):
+            return {str(k): _jsonable(v) for k, v in value}
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def format_table(table: pa.Table, fmt: TableFormat) -> str:
+    """Format a query result: an aligned table, CSV, or a JSON list of row objects."""
+    if fmt is TableFormat.json:
+        return json.dumps([_jsonable(r) for r in table.to_pylist()], indent=2,
+                          allow_nan=False) + "\n"
+    frame = table.to_pandas()
+    if fmt is TableFormat.csv:
+        buf = io.StringIO()
+        frame.to_csv(buf, index=False)
+        return buf.getvalue()
+    if frame.empty:
+        return "(no rows)\n" if len(frame.columns) else ""
+    return frame.to_string(index=False, max_colwidth=60) + f"\n({len(frame)} rows)\n"
+
+
+def _params(items: list[str] | None) -> dict[str, str]:
+    out = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise NcuAdviseError(f"--param {item!r} is not NAME=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+def ingest_command(
+    paths: Annotated[list[Path], typer.Argument(
+        help="Report files (.ncu-rep, ncu CSV exports) or folders of them.",
+        show_default=False)],
+    store: Annotated[Path, typer.Option("--store", help=STORE_HELP, show_default=False)],
+    label: Annotated[list[str] | None, typer.Option(
+        "--label", help="KEY=VALUE label for every report added (repeatable): "
+        "--label commit=abc123 --label branch=main.")] = None,
+    group: Annotated[str, typer.Option(
+        "--group", help="capture: CSV exports of one capture given together (its raw and "
+        "details page) become one report; file: every file is a report. A .ncu-rep is always "
+        "a report of its own.")] = "capture",
+) -> None:
+    """Add reports to a store; files already in it (same content) are skipped."""
+    from ..store import ingest, parse_labels
+
+    labels = parse_labels(label)
+    progress = None
+    if sys.stderr.isatty():
+        def progress(done: int, total: int, path: Path) -> None:
+            typer.echo(f"\ringest: {done + 1}/{total} {path.name[-50:]:<50}", err=True, nl=False)
+
+    result = ingest(store, paths, labels=labels, group=group, progress=progress)
+    if progress is not None:
+        typer.echo("\r" + " " * 70 + "\r", err=True, nl=False)
+    for w in result.warnings:
+        typer.echo(f"ncu-advise: warning: {w}", err=True)
+    for r in result.added:
+        typer.echo(f"added {r.report_id}  {r.launches} launch(es), {r.findings} finding(s)  "
+                   f"{r.source}")
+    for source, report_id in result.already:
+        typer.echo(f"already in store as {report_id}  {source}")
+    typer.echo(f"{store}: {len(result.added)} report(s) added, {len(result.already)} already "
+               "there", err=True)
+
+
+def query_command(
+    store: Annotated[Path, typer.Option("--store", help=STORE_HELP, show_default=False)],
+    sql: Annotated[str | None, typer.Argument(
+        help="SQL (DuckDB) over the views reports, launches, metrics, ncu_rules, quantities, "
+        "findings and report_labels.", show_default=False)] = None,
+    format: Annotated[TableFormat, typer.Option(
+        "--format", "-f", help="text (aligned table), csv, or json (a list of row objects).",
+        case_sensitive=False)] = TableFormat.text,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Write to this file instead of stdout.")] = None,
+    named: Annotated[str | None, typer.Option(
+        "--named", help="Run a shipped query by name (--list-queries shows them).")] = None,
+    param: Annotated[list[str] | None, typer.Option(
+        "--param", "-p", help="NAME=VALUE parameter of a named query (repeatable).")] = None,
+    top_kernels: Annotated[bool, typer.Option(
+        "--top-kernels", help="Kernels ranked by GPU time over all reports "
+        "(--named top-kernels).")] = False,
+    kernel_time: Annotated[str | None, typer.Option(
+        "--kernel-time", metavar="REGEX", help="A kernel's time in each report, ordered by "
+        "--label (--named kernel-time).")] = None,
+    new_findings_since: Annotated[str | None, typer.Option(
+        "--new-findings-since", metavar="REPORT_ID", help="Findings that appeared in reports "
+        "after this one (--named new-findings).")] = None,
+    label: Annotated[str | None, typer.Option(
+        "--label", help="Label key to order --kernel-time by.")] = None,
+    list_queries: Annotated[bool, typer.Option(
+        "--list-queries", help="List the named queries and their parameters.")] = False,
+) -> None:
+    """Run SQL on a store, or one of the named queries."""
+    from ..store import named_queries, query, run_named
+
+    if list_queries:
+        for q in named_queries().values():
+            typer.echo(f"{q.name}: {q.description}")
+            for key, default in q.params.items():
+                shown = "required" if default is None else f"default {default!r}"
+                typer.echo(f"    --param {key}=...  {q.param_docs[key]} ({shown})")
+        return
+    params = _params(param)
+    chosen = [n for n, on in (("top-kernels", top_kernels), ("kernel-time", kernel_time),
+                              ("new-findings", new_findings_since), ("named", named),
+                              ("sql", sql)) if on]
+    if len(chosen) != 1:
+        raise NcuAdviseError("give one of: SQL, --named NAME, --top-kernels, --kernel-time "
+                             "REGEX, --new-findings-since REPORT_ID (or --list-queries)")
+    if label is not None and kernel_time is None:
+        raise NcuAdviseError("--label goes with --kernel-time")
+    if top_kernels:
+        named = "top-kernels"
+    elif kernel_time is not None:
+        named = "kernel-time"
+        params = {"kernel": kernel_time, **({"label": label} if label else {}), **params}
+    elif new_findings_since is not None:
+        from ..store import report_ids
+
+        if new_findings_since not in report_ids(store):
+            raise NcuAdviseError(f"{store}: no report {new_findings_since!r} (the reports "
+                                 "query lists them)")
+        named = "new-findings"
+        params = {"since": new_findings_since, **params}
+    if named is not None:
+        table = run_named(store, named, params)
+    else:
+        if params:
+            raise NcuAdviseError("--param goes with a named query")
+        table = query(store, sql)
+    _emit(format_table(table, format), output)
+
+
+def trend_command(
+    store: Annotated[Path, typer.Option("--store", help=STORE_HELP, show_default=False)],
+    kernel: Annotated[str | None, typer.Option(
+        "--kernel", "-k", metavar="REGEX", help="Kernels whose full name matches (default: "
+        "the whole run).")] = None,
+    label: Annotated[str | None, typer.Option(
+        "--label", help="Order reports by this label's value (numerically when numbers); "
+        "reports without it are left out. Default: by capture, else ingest, time.")] = None,
+    format: Annotated[TrendFormat, typer.Option(
+        "--format", "-f", help="text, csv, json, or html (a self-contained chart and table).",
+        case_sensitive=False)] = TrendFormat.text,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="Write to this file instead of stdout.")] = None,
+) -> None:
+    """A kernel's (or the run's) GPU time and key quantities across the stored reports."""
+    from ..render.trend import render_trend_html, render_trend_text
+    from ..store import trend
+
+    frame = trend(store, kernel=kernel, label=label)
+    if format is TrendFormat.html:
+        text = render_trend_html(frame, kernel, label, store=str(store))
+    elif format is TrendFormat.text:
+        text = render_trend_text(frame, kernel, label)
+    else:
+        import pyarrow as pa
+
+        text = format_table(pa.Table.from_pandas(frame, preserve_index=False),
+                            TableFormat(format.value))
+    _emit(text, output)

@@ -1,0 +1,1 @@
+"""Comparing two runs: launches paired across them, speedups judged against a noise band."""

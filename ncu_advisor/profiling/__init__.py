@@ -1,0 +1,4 @@
+"""Running ncu around a program.
+
+The command line, the session, finding the install, and the advisor's section file.
+"""

@@ -1,0 +1,255 @@
+"""The store's folder: its marker, locking, and the commit protocol.
+
+Tables are staged in ``.staging/`` and renamed into place, the ``reports`` partition last.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .._version import __version__
+from ..errors import StoreError
+
+if TYPE_CHECKING:
+    pass
+try:  # POSIX; Windows locks through msvcrt
+    import fcntl
+except ImportError:  # pragma: no cover - exercised on Windows only
+    fcntl = None
+    import msvcrt
+from .tables import SCHEMAS, STORE_SCHEMA_VERSION
+
+MARKER = "ncu-advise-store.json"
+
+
+JOURNAL = ".committing"  # the reports a commit in progress is renaming into place
+
+
+INDEX = "_index/files"  # per ingested file: a small file named by its hash, holding its report
+
+
+PART = "part-0.parquet"
+
+
+# The reports table is committed last: its partition marks a report complete.
+DATA_TABLES = ("launches", "metrics", "ncu_rules", "quantities", "findings")
+
+
+TABLES = ("reports", *DATA_TABLES)
+
+
+GROUP_MODES = ("capture", "file")
+
+
+def read_marker(root: Path) -> dict | None:
+    """The store's marker file as a dict (None when there is none)."""
+    path = root / MARKER
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"{path}: unreadable store marker ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != "ncu-advise report store":
+        raise StoreError(f"{path}: not an ncu-advise store marker")
+    return data
+
+
+def open_store(path: str | os.PathLike) -> Path:
+    """Check that a folder is a report store this version can read; return its path.
+
+    Raises:
+        StoreError: the folder does not exist, is not a store, or has a newer schema.
+
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise StoreError(f"{root}: no such store (create one with `ncu-advise ingest ... "
+                         f"--store {root}`)")
+    data = read_marker(root)
+    if data is None:
+        raise StoreError(f"{root}: not an ncu-advise store (no {MARKER})")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or version > STORE_SCHEMA_VERSION:
+        raise StoreError(f"{root}: store schema_version {version!r} is newer than this "
+                         f"ncu-advise reads ({STORE_SCHEMA_VERSION}); upgrade ncu-advise")
+    return root
+
+
+@contextlib.contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    """Hold the store's exclusive lock: one commit (or repair) at a time, across processes."""
+    with open(root / ".lock", "a+b") as fh:
+        if fcntl is not None:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        else:  # pragma: no cover - Windows
+            fh.seek(0)
+            msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK, 1)
+        try:
+            yield
+        finally:
+            if fcntl is not None:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+            else:  # pragma: no cover - Windows
+                fh.seek(0)
+                msvcrt.locking(fh.fileno(), msvcrt.LK_UNLCK, 1)
+
+
+def _columns() -> dict[str, list[str]]:
+    return {table: SCHEMAS[table].names for table in TABLES}
+
+
+def _write_marker(root: Path, marker: dict) -> None:
+    tmp = root / f".{MARKER}.tmp"
+    tmp.write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, root / MARKER)
+
+
+def _note_columns(root: Path) -> None:
+    """Mark the store when this version writes other columns than the store began with.
+
+    Readers then match columns by name over all files (DuckDB ``union_by_name``), which
+    reads every file's footer; a store of one schema reads the first file's only.
+    """
+    marker = read_marker(root) or {}
+    if marker.get("columns") == _columns() or marker.get("mixed_columns"):
+        return
+    _write_marker(root, {**marker, "mixed_columns": True})
+
+
+def create_store(path: str | os.PathLike) -> Path:
+    """Create a store in a new or empty folder (an existing store is opened as is).
+
+    Raises:
+        StoreError: the folder holds other files, or cannot be created.
+
+    """
+    root = Path(path)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"{root}: cannot create the store ({exc.strerror or exc})") from None
+    if read_marker(root) is not None:
+        return open_store(root)
+    with _locked(root):
+        if read_marker(root) is None:
+            others = [p.name for p in root.iterdir() if p.name not in (".lock", ".staging")]
+            if others:
+                raise StoreError(f"{root}: folder is not empty and not an ncu-advise store "
+                                 f"(holds {others[0]}); give a new or empty folder")
+            for table in TABLES:
+                (root / table).mkdir(exist_ok=True)
+            _write_marker(root, {
+                "format": "ncu-advise report store", "schema_version": STORE_SCHEMA_VERSION,
+                "tables": list(TABLES), "partitioning": "hive: report_id",
+                "created_by": f"ncu-advise {__version__}", "columns": _columns()})
+    return open_store(root)
+
+
+def partition_name(report_id: str) -> str:
+    """The hive partition folder name of a report."""
+    return f"report_id={report_id}"
+
+
+def report_ids(store: str | os.PathLike) -> list[str]:
+    """The reports in a store (committed ones only), sorted."""
+    root = open_store(store)
+    return sorted(p.name.partition("=")[2] for p in (root / "reports").glob("report_id=*")
+                  if (p / PART).is_file())
+
+
+def _recover(root: Path) -> None:
+    """Undo what an ingest killed while committing left behind (called under the lock).
+
+    A commit lists its reports in the journal before renaming anything and removes the
+    journal when done; data partitions are renamed before the ``reports`` one. So after a
+    kill, a listed report without its ``reports`` partition is incomplete: remove its data.
+    """
+    journal = root / JOURNAL
+    if not journal.is_file():
+        return
+    for report_id in journal.read_text(encoding="utf-8").split():
+        name = partition_name(report_id)
+        if not (root / "reports" / name / PART).is_file():
+            for table in TABLES:
+                shutil.rmtree(root / table / name, ignore_errors=True)
+    journal.unlink()
+
+
+def _staged(stage: Path, table: str, report_id: str) -> Path:
+    """Where a table's partition of a report waits for its commit (flat: few folders to remove)."""
+    return stage / f"{table}.{partition_name(report_id)}"
+
+
+def stage_tables(stage: Path, report_id: str, tables: Mapping[str, pa.Table]) -> None:
+    """Write a report's tables into the staging folder."""
+    for table, data in tables.items():
+        folder = _staged(stage, table, report_id)
+        folder.mkdir()
+        pq.write_table(data, folder / PART, compression="zstd")
+
+
+def unstage_tables(stage: Path, report_id: str) -> None:
+    """Remove a report's staged tables."""
+    for table in TABLES:
+        shutil.rmtree(_staged(stage, table, report_id), ignore_errors=True)
+
+
+def commit_staged(root: Path, stage: Path, staged: Mapping[str, list[str]]) -> list[str]:
+    """Rename staged reports into place under the lock; return the ids added (new ones).
+
+    ``staged`` maps each staged report id to the hashes of its files (for the index). All or
+    nothing: if a rename fails, the reports already moved are taken out again.
+    """
+    added: list[str] = []
+    moved: list[Path] = []
+    with _locked(root):
+        _recover(root)
+        _note_columns(root)
+        journal = root / JOURNAL
+        journal.write_text("\n".join(staged) + "\n", encoding="utf-8")
+        try:
+            for report_id in staged:
+                name = partition_name(report_id)
+                if (root / "reports" / name / PART).is_file():
+                    continue  # a concurrent ingest added the same content first
+                for table in (*DATA_TABLES, "reports"):
+                    target = root / table / name
+                    os.rename(_staged(stage, table, report_id), target)
+                    moved.append(target)
+                added.append(report_id)
+        except BaseException:
+            for target in moved:
+                shutil.rmtree(target, ignore_errors=True)
+            journal.unlink(missing_ok=True)
+            raise
+        journal.unlink()
+        # The index of ingested files only saves work (a file it lacks is read, then found
+        # in the store by its report id), so it is written after the commit.
+        index = root / INDEX
+        index.mkdir(parents=True, exist_ok=True)
+        for report_id in added:
+            for digest in staged[report_id]:
+                (index / digest).write_text(report_id, encoding="utf-8")
+    return added
+
+
+@contextlib.contextmanager
+def staging_folder(root: Path) -> Iterator[Path]:
+    """A private staging folder inside the store (same file system: renames are atomic)."""
+    (root / ".staging").mkdir(exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f"ingest-{os.getpid()}-", dir=root / ".staging"))
+    try:
+        yield stage
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
