@@ -6,10 +6,12 @@ set -u
 NCU=${NCU:-ncu}
 OUT=${OUT:-/tmp/out}
 W=/tmp/forms; rm -rf $W; mkdir -p $W/bin $W/cap
+ARCHIVE=forms.tar.xz
 cd "$(dirname "$0")/.."
-log() { echo "[$(date +%T)] $*"; }
+. scripts/gpu_lib.sh   # log, pack
+# host.txt opens with the stamp of the committed one (clock time only, not log's elapsed).
 {
-  log "host facts"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
+  echo "[$(date +%T)] host facts"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
   $NCU --version; nvcc --version | tail -2; python3 -c "import cupy, torch; print('cupy', cupy.__version__, 'torch', torch.__version__)"
   $NCU --list-sets > $W/cap/ncu_list_sets.txt 2>&1
   $NCU --list-sections > $W/cap/ncu_list_sections.txt 2>&1
@@ -66,4 +68,4 @@ a = r.action_by_idx(0)
 print(a.name(), len(a.metric_names()))
 PY
 ls -la
-cd .. && tar cJf $OUT/forms.tar.xz cap && ls -la $OUT && log done
+pack cap && ls -la $OUT && log done

@@ -8,10 +8,9 @@ OUT=${OUT:-/tmp/out}
 W=/tmp/demos; rm -rf $W; mkdir -p $W/cap $W/reps
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export PYTHONUNBUFFERED=1
-log() { echo "[$(date +%T)] $*"; }
-if [ -d .whl ] && ! python3 -c "import pydantic" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/site
-fi
+ARCHIVE=demos.tar.xz
+. scripts/gpu_lib.sh   # log, pack, wheels
+[ -d .whl ] && wheels
 NAMES=${*:-$(python3 -m ncu_advisor.demos list | awk '{print $1}')}
 {
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv
@@ -35,6 +34,6 @@ for n in $NAMES; do
 done
 ls -la $W/reps
 log "pack"
-(cd $W && tar cJf $OUT/demos.tar.xz cap)
+pack cap
 (cd $W && tar cJf - reps | split -b 15M - $OUT/reps.tar.xz.part-)
 ls -la $OUT; log done

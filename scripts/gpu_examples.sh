@@ -6,16 +6,16 @@ OUT=${OUT:-/tmp/out}
 W=/tmp/ex; rm -rf $W; mkdir -p $W/bin
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 REPO=$PWD
-if ! python3 -c "import pydantic" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/site
-fi
+ARCHIVE=examples.tar.xz
+. scripts/gpu_lib.sh   # log, pack, wheels
+wheels
 nvcc -arch=sm_90 -lineinfo -O3 -o $W/bin/forms_app sample_programs/forms_app.cu
 cd $W
-echo "[$(date +%T)] forms_app"
+log forms_app
 timeout 90 python3 -m ncu_advisor.cli profile -o forms_app ./bin/forms_app > forms_app.out.txt 2>&1; echo "rc=$?" >> forms_app.out.txt
-echo "[$(date +%T)] torch"
+log torch
 timeout 120 python3 -m ncu_advisor.cli profile -c 12 --nvtx -o torch_mlp python3 $REPO/sample_programs/torch_mlp.py > torch_mlp.out.txt 2>&1; echo "rc=$?" >> torch_mlp.out.txt
-echo "[$(date +%T)] demo"
+log demo
 (cd $REPO && timeout 60 python3 -m ncu_advisor.cli demo coalescing --profile) > demo.out.txt 2>&1; echo "rc=$?" >> demo.out.txt
 rm -f */*.ncu-rep
-tar cJf $OUT/examples.tar.xz forms_app torch_mlp *.out.txt; tail -3 *.out.txt; echo "[$(date +%T)] done"
+pack forms_app torch_mlp *.out.txt; tail -3 *.out.txt; log done

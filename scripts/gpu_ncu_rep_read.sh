@@ -3,6 +3,8 @@
 # again, then reading it as .ncu-rep and as raw CSV (time, peak memory, same advice, names).
 set -u
 OUT=${OUT:-/tmp/out}; W=/tmp/s5; rm -rf $W; mkdir -p $W /tmp/reps
+ARCHIVE=s5.tar.xz
+. scripts/gpu_lib.sh   # pack
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=$PWD:/tmp/site
@@ -34,4 +36,4 @@ for a, b in zip(rep["kernels"][:32], raw["kernels"][:32]):
 PY
 cp /tmp/big.rep.txt $W/big.rep.analyze.txt
 cat $T; grep -v NAME $W/same.txt | tail -5
-(cd $W && tar cJf $OUT/s5.tar.xz .)
+pack .

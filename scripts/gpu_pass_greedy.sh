@@ -14,7 +14,7 @@
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 BUDGET=${BUDGET:-420}
-start=$(date +%s)
+. scripts/gpu_lib.sh   # left, elapsed (T0 set here)
 nvcc -arch=sm_90 -O3 -o /tmp/tiny scripts/probe/tiny.cu || exit 1
 tsv=$OUT/pass_greedy.tsv
 { echo "# $(ncu --version | tail -1); $(date -u); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"; } > $tsv
@@ -27,7 +27,6 @@ probe() {  # phase name ncu-args...
   local t1=$(date +%s.%N)
   printf '%s\t%s\t%s\t%.1f\t%s\n' "$phase" "$name" "${passes:-?}" "$(python3 -c "print($t1-$t0)")" "$err" >> $tsv
 }
-left() { [ $(( $(date +%s) - start )) -lt "$BUDGET" ]; }
 PHASES=${PHASES:-stock cumul single variant}
 has() { [[ " $PHASES " == *" $1 "* ]]; }
 SECTIONS=$(PYTHONPATH=$PWD python3 -c "import shutil; from ncu_advisor import collect; print(collect.stock_section_folder(shutil.which('ncu')))")
@@ -44,12 +43,12 @@ if has variant; then
 fi
 acc=""
 while has cumul && read -r metric; do
-  left || break
+  left "$BUDGET" || break
   acc=${acc:+$acc,}$metric
   probe cumul "$metric" --metrics "$acc"
 done < scripts/probe/cumulative.txt
 while has single && read -r metric; do
-  left || break
+  left "$BUDGET" || break
   probe single "$metric" --metrics "$metric"
 done < scripts/probe/singles.txt
-echo "done in $(( $(date +%s) - start )) s" >> $tsv
+echo "done in $(elapsed) s" >> $tsv

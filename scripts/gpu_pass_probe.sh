@@ -5,9 +5,8 @@
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-if ! python3 -c "import pydantic" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/site
-fi
+. scripts/gpu_lib.sh   # wheels
+wheels
 python3 - <<'PY' > /tmp/subsets.txt
 from ncu_advisor import collect
 m = [x for x in collect.advisor_metrics() if not x.startswith("derived__")]

@@ -12,10 +12,9 @@ set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 W=/tmp/profile_bench; rm -rf $W; mkdir -p $W/logs
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-if ! python3 -c "import pydantic" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/site
-fi
-{ nvidia-smi --query-gpu=name,driver_version --format=csv 2>&1; ncu --version 2>&1 | tail -1; date -u
+. scripts/gpu_lib.sh   # gpu_facts, wheels
+wheels
+{ gpu_facts
   python3 -c "import torch, triton, cupy; print('torch', torch.__version__, 'triton', triton.__version__, 'cupy', cupy.__version__)" 2>&1
   python3 -c "import ncu_report; print('ncu_report wheel present')" 2>&1 | tail -1
   NCU_DIR=$(dirname "$(readlink -f "$(command -v ncu)")")
@@ -23,7 +22,7 @@ fi
   grep -rl "CollectionImportance" "$NCU_DIR/extras/FileFormat" 2>/dev/null | head -3
 } > $W/logs/host.txt 2>&1
 cat $W/logs/host.txt
-python3 -m ncu_advisor.collect --check || echo "WARNING: the shipped section file is out of date"
+python3 -m ncu_advisor.profiling.sections --check || echo "WARNING: the shipped section file is out of date"
 timeout $(( ${BUDGET:-420} + 120 )) python3 scripts/profile_bench.py --out "$OUT" --work $W --budget "${BUDGET:-420}" "$@"
 echo "rc=$?"
 ls -la "$OUT"

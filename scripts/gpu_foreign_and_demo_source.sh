@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU call of 2026-12-01 (issues 9, 11, 12): captures of code this project did not write
+# Foreign code and demos with source (issues 9, 11, 12; GPU call of 2026-12-01, once
+# gpu_session3.sh): captures of code this project did not write
 # (PyTorch ops under nested NVTX, Triton, CuPy built-ins), a TF32 before/after with a repeat run,
 # every demo pair with its CUDA source imported (for source lines), per-variant exports, a live
 # plain-text run, and the source and session pages. Every report is exported in the forms users
@@ -9,14 +10,11 @@ set -u
 OUT=${OUT:-/tmp/out}
 W=/tmp/s3; rm -rf $W; mkdir -p $W/foreign $W/demos $W/forms $W/logs $W/bin /tmp/reps
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-REPO=$PWD; T0=$(date +%s)
-log() { echo "[$(date +%T) +$(( $(date +%s) - T0 ))s] $*"; }
-left() { [ $(( $(date +%s) - T0 )) -lt "$1" ]; }   # true while fewer than $1 s have passed
-pack() { (cd $W && tar cJf $OUT/caps.tar.xz foreign demos forms logs); }
-if ! python3 -c "import pydantic" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/site
-fi
-{ nvidia-smi --query-gpu=name,driver_version --format=csv; ncu --version | tail -1; date -u
+REPO=$PWD
+ARCHIVE=caps.tar.xz; DIRS="foreign demos forms logs"
+. scripts/gpu_lib.sh   # log, left (T0 set here), gpu_facts, pack, wheels
+wheels
+{ gpu_facts
   python3 -c "import torch, triton, cupy; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), 'triton', triton.__version__, 'cupy', cupy.__version__)"; } > $W/logs/host.txt 2>&1
 cat $W/logs/host.txt
 C="--clock-control none"
@@ -32,7 +30,7 @@ profile() {
   log "profile $name"
   timeout $to ncu --set full $C -f -o /tmp/reps/$name "$@" > $W/logs/$name.ncu.log 2>&1
   echo "rc=$?" >> $W/logs/$name.ncu.log
-  export_forms $dir $name; pack
+  export_forms $dir $name; pack $DIRS
 }
 profile foreign torch_ops 240 --nvtx --profile-from-start off python3 sample_programs/torch_ops.py
 ncu --import /tmp/reps/torch_ops.ncu-rep --csv --print-nvtx-rename kernel > $W/foreign/torch_ops.nvtx-rename.details.csv 2>/dev/null
@@ -60,13 +58,13 @@ for name in coalescing bank-conflicts local-memory divergence; do
   ncu --import /tmp/reps/$name.ncu-rep --csv --page source --print-source cuda,sass > $W/demos/$name.source.csv 2> $W/logs/$name.source.log
   ncu --import /tmp/reps/$name.ncu-rep --page source --print-source cuda,sass > $W/demos/$name.source.txt 2>> $W/logs/$name.source.log
 done
-pack
+pack $DIRS
 if left 520; then
   log "live text run"; nvcc -arch=sm_90 -lineinfo -O3 -o $W/bin/forms_app sample_programs/forms_app.cu
   (cd $W/bin && timeout 60 ncu --set full $C ./forms_app > $W/forms/forms_app.live.full.txt 2>&1)
 fi
 ls -la /tmp/reps > $W/logs/reps.ls
-pack
+pack $DIRS
 # The .ncu-rep files worth keeping, in two archives under the 16 MB a returned file may have
 # (the PyTorch one runs to tens of MB and stays behind; its CSV and text exports come back).
 (cd /tmp/reps && tar cJf $OUT/reps_a.tar.xz $(ls coalescing.ncu-rep bank-conflicts.ncu-rep local-memory.ncu-rep divergence.ncu-rep triton_kernels.ncu-rep cupy_builtins.ncu-rep 2>/dev/null))

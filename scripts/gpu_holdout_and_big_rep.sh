@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU call of 2026-12-01 (issue 10, and a held-out set for scoring advice):
+# The held-out program and reading a large .ncu-rep (issue 10, and a held-out set for scoring
+# advice; GPU call of 2026-12-01, once gpu_session4.sh):
 # 1. sample_programs/holdout_step.py, one step under --set full, exported as details CSV, raw CSV
 #    and plain text (gzipped), for sample_reports/holdout/;
 # 2. the same program for 3 steps into a large .ncu-rep, then the whole-process time and peak
@@ -10,14 +11,13 @@ set -u
 OUT=${OUT:-/tmp/out}
 W=/tmp/s4; rm -rf $W; mkdir -p $W/holdout $W/logs /tmp/reps
 export PYTHONUNBUFFERED=1
-T0=$(date +%s)
-log() { echo "[$(date +%T) +$(( $(date +%s) - T0 ))s] $*"; }
-pack() { (cd $W && tar cJf $OUT/s4.tar.xz holdout logs); }
+ARCHIVE=s4.tar.xz; DIRS="holdout logs"
+. scripts/gpu_lib.sh   # log (T0 set here), gpu_facts, pack
 # pydantic and orjson are not installed there (ncu_report comes from the ncu install).
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=$PWD:/tmp/site
-{ nvidia-smi --query-gpu=name,driver_version --format=csv; ncu --version | tail -1; date -u
+{ gpu_facts
   python3 -c "import torch, triton, pandas, orjson; print('python', __import__('sys').version.split()[0], 'torch', torch.__version__, 'cuda', torch.version.cuda, 'cudnn', torch.backends.cudnn.version(), 'triton', triton.__version__, 'pandas', pandas.__version__, 'orjson', orjson.__version__)"
   nproc; free -g | head -2; } > $W/logs/host.txt 2>&1
 cat $W/logs/host.txt
@@ -32,7 +32,7 @@ ncu --import /tmp/reps/holdout_step.ncu-rep --csv --page raw > $W/holdout/holdou
 ncu --import /tmp/reps/holdout_step.ncu-rep > $W/holdout/holdout_step.txt 2>> $W/logs/holdout_step.import.log
 gzip -n -9 $W/holdout/*.csv $W/holdout/*.txt
 ls -la /tmp/reps $W/holdout >> $W/logs/holdout_step.import.log
-pack
+pack $DIRS
 
 log "profile holdout_big (3 steps)"
 timeout 270 ncu --set full $C --profile-from-start off -f -o /tmp/reps/holdout_big \
@@ -43,7 +43,7 @@ log "export raw"
 /usr/bin/time -f "export_raw %e s %M KB" ncu --import /tmp/reps/holdout_big.ncu-rep --csv --page raw \
   > /tmp/holdout_big.raw.csv 2>> $W/logs/big_time.txt
 ls -la /tmp/holdout_big.raw.csv >> $W/logs/big_sizes.txt
-pack
+pack $DIRS
 log "measure"
 for i in 1 2; do
   /usr/bin/time -f "bare_read_csv %e s %M KB" python3 -c "import pandas, sys; pandas.read_csv(sys.argv[1])" /tmp/holdout_big.raw.csv 2>> $W/logs/big_time.txt
@@ -66,5 +66,5 @@ for key in diff[:10]:
     print(key[0], key[1][:60], a[key], b.get(key))
 PY
 cat $W/logs/big_time.txt $W/logs/big_same_advice.txt
-pack
+pack $DIRS
 ls -la $OUT; log done
