@@ -8,3 +8,7 @@ CATEGORIES: tuple[str, ...] = (
     "precision", "privatization", "tiling", "math-rewrite", "local-memory", "bank-conflicts",
     "fast-math",
 )
+# The severity ladder, most severe first, and the confidence levels: defined here only.
+SEVERITIES: tuple[str, ...] = ("high", "medium", "low", "info")
+SEVERITY_RANK: dict[str, int] = {level: rank for rank, level in enumerate(SEVERITIES)}
+CONFIDENCES: tuple[str, ...] = ("high", "medium", "low")

@@ -143,3 +143,16 @@ def test_commands_never_import_the_app():
                  and m != "ncu_advisor.cli.__main__"
                  and any(t == "ncu_advisor.cli.app" for t, _, _ in edges)]
     assert offenders == []
+
+
+def test_the_lean_metric_set_names_modules_that_exist():
+    """metric_use reads the modules it lists: one that moved must fail here, not shrink it."""
+    import importlib.util
+
+    from ncu_advisor.analysis import metric_use
+
+    assert all(importlib.util.find_spec(name) for name in metric_use._SOURCE_ONLY)
+    assert {m.__name__ for m in metric_use._modules()} <= set(MODULES)
+    lean = metric_use.analysis_metrics()
+    assert {"gpu__time_duration.sum", "launch__grid_size",
+            "smsp__sass_average_data_bytes_per_sector_mem_global_op_ld.ratio"} <= lean

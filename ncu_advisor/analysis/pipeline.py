@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -82,7 +83,8 @@ def with_origin(launches: pd.DataFrame, origins: str | None = None) -> pd.DataFr
 
 def analyze(report: Report, rules: list[Rule] | None = None,
             rules_dirs: list[Path] | None = None, measured_bandwidth: float | None = None,
-            command: list[str] | None = None, origins: str | None = None) -> Analysis:
+            command: list[str] | None = None, origins: str | None = None,
+            session: Mapping | None = None) -> Analysis:
     """Analyze a Report: derive quantities, place every launch on the roofline, run the rules.
 
     Args:
@@ -92,6 +94,8 @@ def analyze(report: Report, rules: list[Rule] | None = None,
         measured_bandwidth: a measured DRAM roof in byte/s, shown beside the datasheet one.
         command: the profiled command line, when the analysis comes from ``ncu-advise ./app``.
         origins: a file of extra kernel origins (format of ``data/origins.toml``).
+        session: facts of the profiling run the report does not hold (ncu's version and set,
+            passes, the program's exit code), merged into the JSON ``session``.
 
     """
     if rules is None:
@@ -113,5 +117,6 @@ def analyze(report: Report, rules: list[Rule] | None = None,
     regions = summarize_regions(launches, rooflines.bound, findings)
     return Analysis(report=report, quantities=quantities, rooflines=rooflines,
                     occupancy=occupancy, findings=findings, not_evaluated=skipped, rules=rules,
-                    command=command, launch_shapes=shapes, regions=regions,
+                    command=command, extra_session=dict(session or {}),
+                    launch_shapes=shapes, regions=regions,
                     origins=launches.set_index("launch")[["origin", "origin_label", "role"]])

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from ..diff.policy import DEFAULT_MIN_SHARE_PCT, DEFAULT_NOISE_FLOOR_NS
+from ..diff.thresholds import DEFAULT_MIN_SHARE_PCT, DEFAULT_NOISE_FLOOR_NS
 
 
 class DiffFormat(StrEnum):

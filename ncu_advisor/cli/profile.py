@@ -52,7 +52,7 @@ def profile_cmd(
         show_default=False)] = None,
 ) -> None:
     """Profile a program with ncu and write report.html + report.json."""
-    from ..profiling.run import in_background, read_profiled, run_profile
+    from ..profiling.run import attach_run_facts, in_background, read_profiled, run_profile
 
     # The analysis, its rules and the renderers load while the program runs under ncu, so
     # that their start-up is not added to the run (a bad rule file still fails: below).
@@ -82,16 +82,14 @@ def profile_cmd(
     include = include_metrics if include_metrics is not None else (
         result.kernels_profiled <= HTML_METRICS_LIMIT)
     report = read_profiled(result, lean=not include)
-    report.warnings[:0] = list(result.warnings)
-    report.session["ncu_messages"] = list(result.log)  # its notes feed the validity lint
+    attach_run_facts(report, result)
     timings["read"] = time.monotonic() - started
     if "export" in result.timings and "export" not in timings:  # the .ncu-rep reader failed
         timings["export"] = result.timings["export"]
         timings["read"] -= timings["export"]
     started = time.monotonic()
-    analysis = run_analysis(report, rules=loaded_rules, command=[program, *args])
-    analysis.extra_session.update(result.session_facts())
-    analysis.extra_session["program_exit_code"] = result.program_exit_code
+    analysis = run_analysis(report, rules=loaded_rules, command=[program, *args],
+                            session=result.session_facts())
     data = analysis.to_dict(include_metrics=include)
     timings["analyze"] = time.monotonic() - started
     started = time.monotonic()

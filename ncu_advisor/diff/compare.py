@@ -47,7 +47,7 @@ from ..derive.quantities import label_of, unit_of
 from ..errors import NcuAdviseError
 from ..json_text import strict
 from ..rules_engine.findings import SEVERITY_RANK, Finding
-from .policy import (
+from .thresholds import (
     DEFAULT_MIN_SHARE_PCT,
     DEFAULT_NOISE_FLOOR_NS,
     DEFAULT_NOISE_PCT,

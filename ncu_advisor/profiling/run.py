@@ -139,6 +139,7 @@ class ProfileResult:
         }
         if self.passes:
             facts["passes_per_kernel"] = max(self.passes)
+        facts["program_exit_code"] = self.program_exit_code
         return facts
 
 
@@ -337,3 +338,13 @@ def read_profiled(result, lean: bool = False):
     result.timings["export"] = time.monotonic() - started
     result.warnings.append(f"read the CSV export: the .ncu-rep reader failed ({why})")
     return read_report(result.report_files, **reading)
+
+
+def attach_run_facts(report, result) -> None:
+    """Put what the profiling run said into its report.
+
+    The run's warnings go first, and ncu's own messages into the session for the validity
+    checks (they say, e.g., whether clocks were locked).
+    """
+    report.warnings[:0] = list(result.warnings)
+    report.session["ncu_messages"] = list(result.log)

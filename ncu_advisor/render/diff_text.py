@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from .formats import fmt_time
-
-_SEV = {"high": "HIGH", "medium": "MED ", "low": "low ", "info": "info"}
+from .formats import SEVERITY_TAGS, fmt_time
 
 
 def _clip(text: str, width: int) -> str:
@@ -95,8 +93,8 @@ def render_diff_text(diff: dict, gates: list[dict] | None = None, top: int = 30,
         lines.append(f"{title} ({len(items)}):")
         for f in items:
             times = f" (x{f['launches']})" if f["launches"] > 1 else ""
-            lines.append(_clip(f"  [{_SEV[f['severity']]}] {f['rule']}: {f['kernel']}{times}",
-                               width))
+            tag = SEVERITY_TAGS[f["severity"]]
+            lines.append(_clip(f"  [{tag}] {f['rule']}: {f['kernel']}{times}", width))
             lines.append(_clip(f"         {f['title']}", width))
     kept = findings["kept"]
     worse = [f for f in kept if f["worsened"]]

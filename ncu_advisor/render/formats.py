@@ -14,6 +14,8 @@ from typing import Any
 from markupsafe import Markup
 
 NOT_MEASURED = Markup('<span class="nm">not measured</span>')
+# A severity as the terminal prints it: one width, so columns line up (text and diff).
+SEVERITY_TAGS = {"high": "HIGH", "medium": "MED ", "low": "low ", "info": "info"}
 
 
 def as_text(value: Any) -> str | None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from ..rules_engine.findings import SEVERITY_RANK
+from ..checklist import SEVERITIES
 from .charts import BOUND_COLORS, roofline_svg
 from .formats import as_number, as_text, fmt_bytes, fmt_num, scaled
 from .html_context import (
@@ -32,7 +32,6 @@ from .html_context import (
     validity_rows,
 )
 
-SEVERITIES = tuple(SEVERITY_RANK)  # the rule schema's levels, most severe first
 BOUNDS = tuple(BOUND_COLORS)
 # Occupancy block limits, in the order ncu's Occupancy section lists them.
 LIMIT_LABELS = {

@@ -6,10 +6,7 @@ import re
 import shutil
 import textwrap
 
-from .formats import fmt_time
-
-_SEV = {"high": "HIGH", "medium": "MED ", "low": "low ", "info": "info"}
-
+from .formats import SEVERITY_TAGS, fmt_time
 
 # Terminal control characters (ESC, BEL, CR, ...), bidi overrides and line/paragraph
 # separators in kernel names or file names could rewrite the terminal or reorder the text.
@@ -80,7 +77,7 @@ def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
             saving = f.get("estimated_saving_ns")
             gain = (f"  saves ~{fmt_time(saving)} ({f['app_saving_pct']:.1f}% of run)"
                     if saving else "")
-            lines.append(f"{i:>2}. [{_SEV[f['severity']]}] {f['category']}: "
+            lines.append(f"{i:>2}. [{SEVERITY_TAGS[f['severity']]}] {f['category']}: "
                          f"{_clip(safe_text(f['kernel'], False), 40)}{gain}")
             lines.append(textwrap.indent(textwrap.fill(f["title"], width - 6), "      "))
             if f.get("note"):

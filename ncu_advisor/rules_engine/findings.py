@@ -17,13 +17,14 @@ from importlib import resources
 
 import numpy as np
 
+from ..checklist import CONFIDENCES, SEVERITY_RANK
 from ..derive.quantities import label_of, metrics_of, unit_of
 from ..json_text import strict
 from .conditions import holds
 from .schema import Rule
 
-SEVERITY_RANK = {"high": 0, "medium": 1, "low": 2, "info": 3}
-CONFIDENCE_STEPS = ("high", "medium", "low")
+CONFIDENCE_STEPS = CONFIDENCES
+__all__ = ["CONFIDENCE_STEPS", "SEVERITY_RANK"]  # re-exported: where findings are built
 # How much of an estimated saving counts when ranking: a saving we are less sure of is worth
 # less (a medium-confidence 10% ranks with a high-confidence 7%).
 CONFIDENCE_WEIGHT = {"high": 1.0, "medium": 0.7, "low": 0.4}

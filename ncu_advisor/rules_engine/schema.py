@@ -23,10 +23,9 @@ from pydantic import (
     model_validator,
 )
 
-from ..checklist import CATEGORIES
+from ..checklist import CATEGORIES, CONFIDENCES, SEVERITIES
 from ..derive.quantities import known, quantity_names
 
-SEVERITIES = ("high", "medium", "low", "info")
 _OPS = ("lt", "le", "gt", "ge", "eq", "ne")
 
 
@@ -206,14 +205,14 @@ Not.model_rebuild()
 class SeverityStep(_Strict):
     """The first step whose condition holds gives the severity."""
 
-    level: Literal["high", "medium", "low", "info"]
+    level: Literal[SEVERITIES]
     when: Condition | None = None
 
 
 class ConfidenceStep(_Strict):
     """The first step whose condition holds gives the confidence; else the rule's own."""
 
-    level: Literal["high", "medium", "low"]
+    level: Literal[SEVERITIES[:3]]  # a step of the ladder; info is no step
     when: Condition
 
 
@@ -260,7 +259,7 @@ class Rule(_Strict):
     title: str
     # kernel: a condition judged on each launch; application: a function over all launches.
     scope: Literal["kernel", "application"] = "kernel"
-    confidence: Literal["high", "medium", "low"]
+    confidence: Literal[CONFIDENCES]
     # Where some findings are surer than others (a fusion chain inside one NVTX range).
     confidence_steps: list[ConfidenceStep] = Field(default_factory=list)
     # Quantities needed beyond those the condition itself needs (see ``needs``); rarely set.

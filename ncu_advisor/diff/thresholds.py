@@ -1,6 +1,6 @@
 """What ``diff`` counts as a change: noise bands, the gate's share floor, renamed pairs.
 
-Apart from :mod:`.diff` so that the command line can show these defaults without importing
+Apart from :mod:`.compare` so that the command line can show these defaults without importing
 pandas (``ncu-advise ./app`` starts ncu before the analysis is loaded).
 """
 
