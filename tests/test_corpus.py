@@ -63,3 +63,15 @@ def test_dev_scores_do_not_fall(form, tp, fp):
     score = _dev_score(form)
     assert score.true_positives >= tp, score.missed_cases
     assert score.false_positives <= fp, score.false_positive_cases
+
+
+def test_every_applied_fix_names_launches_of_its_capture():
+    import tomllib
+
+    fixes = tomllib.loads((ROOT / "tests" / "data" / "corpus_fixes.toml").read_text())["fix"]
+    assert len(fixes) >= 15
+    for fix in fixes:
+        assert fix["before"] in LABELS, fix["name"]
+        launches = LABELS[fix.get("after", fix["before"])].launches
+        assert set(fix["before_launches"]) <= set(LABELS[fix["before"]].launches), fix["name"]
+        assert set(fix["after_launches"]) <= set(launches), fix["name"]
