@@ -155,6 +155,28 @@ def test_stock_folder_of_a_cuda_toolkit_launcher_script(tmp_path, monkeypatch):
         cuda / "nsight-compute-2025.3.1" / "sections")
 
 
+@pytest.mark.parametrize("script", [
+    'exec {opt}/2025.3.1/ncu "$@"',                          # the install's absolute path
+    'NCU_HOME={opt}\nexec "$NCU_HOME/2025.3.1/ncu" "$@"',   # only the folder above the version
+])
+def test_fresh_toolkit_machine_finds_the_stock_sections(tmp_path, monkeypatch, script):
+    """A fresh GPU machine: ncu under /usr/local/cuda/bin is a launcher of an install
+    elsewhere, and ncu has not made its documents folder yet (HOME is empty)."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    opt = tmp_path / "opt" / "nvidia" / "nsight-compute"
+    for version in ("2024.1.0", "2025.3.1"):
+        (opt / version / "sections").mkdir(parents=True)
+        (opt / version / "sections" / "SpeedOfLight.section").write_text("x")
+    launcher = tmp_path / "usr" / "local" / "cuda-13.0" / "bin" / "ncu"
+    launcher.parent.mkdir(parents=True)
+    launcher.write_text("#!/bin/sh\n" + script.format(opt=opt) + "\n")
+    assert collect.stock_section_folder(launcher) == opt / "2025.3.1" / "sections"
+    args, warnings = collect.advisor_ncu_args(launcher)
+    assert args[:2] == ["--section-folder", str(opt / "2025.3.1" / "sections")]
+    assert warnings == [] and "SpeedOfLight" in args
+
+
 def test_without_stock_sections_only_ours_with_a_warning(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))
     args, warnings = collect.advisor_ncu_args(tmp_path / "nowhere" / "ncu")
@@ -341,3 +363,17 @@ def test_the_command_line_starts_without_pandas():
             "if m in sys.modules))")
     out = subprocess.run([PY, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_an_empty_details_page_does_not_lose_the_run(tmp_path, monkeypatch, capsys):
+    """A fresh machine's first run gave a details page of its header alone: the report is
+    written from the raw page, with a warning naming what was left out (it was exit 2)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("FAKE_NCU_MODE", "emptydetails")
+    code = main(["-o", "out", "--", PY, "-c", "pass"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    data = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert len(data["kernels"]) == 9
+    assert any("details.csv could not be read and was left out" in w for w in data["warnings"])
+    assert "left out" in captured.err

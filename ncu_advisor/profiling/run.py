@@ -330,14 +330,40 @@ def read_profiled(result, lean: bool = False):
     try:
         return read_report(result.report_files, **reading)
     except NcuAdviseError as exc:
-        if result.raw_csv is not None or result.ncu is None:
+        if result.raw_csv is not None:
+            return _read_the_pages_that_read(result, exc, reading)
+        if result.ncu is None:
             raise
         why = str(exc)
     started = time.monotonic()
     result.raw_csv, result.details_csv = export_csvs(result.ncu, result.rep_path)
     result.timings["export"] = time.monotonic() - started
     result.warnings.append(f"read the CSV export: the .ncu-rep reader failed ({why})")
-    return read_report(result.report_files, **reading)
+    try:
+        return read_report(result.report_files, **reading)
+    except NcuAdviseError as exc:
+        return _read_the_pages_that_read(result, exc, reading)
+
+
+def _read_the_pages_that_read(result, failure: NcuAdviseError, reading: dict):
+    """A profiling run is never lost to one export page: read the pages that read, and warn.
+
+    (A details page can be empty while the raw page holds every metric: a run that found
+    only ncu-advise's own section has no body items to print.)
+    """
+    from ..readers import read_report
+
+    for page in result.report_files:
+        others = [p for p in result.report_files if p != page]
+        if not others:
+            break
+        try:
+            report = read_report(others, **reading)
+        except NcuAdviseError:
+            continue
+        result.warnings.append(f"{page.name} could not be read and was left out ({failure})")
+        return report
+    raise failure
 
 
 def attach_run_facts(report, result) -> None:

@@ -243,6 +243,31 @@ def _version_key(path: Path) -> tuple[int, ...]:
     return tuple(int(x) for x in found[-1].split(".")) if found else ()
 
 
+def _launcher_candidates(script: Path, text: str) -> list[Path]:
+    """Section folders a launcher script points to.
+
+    A CUDA toolkit's ``bin/ncu`` may name the install it runs by an absolute path
+    (``/opt/nvidia/nsight-compute/2025.3.1/ncu``) or one relative to itself
+    (``$(dirname $0)/../nsight-compute-2025.3.1/ncu``): every path-like word naming
+    ``nsight-compute`` is tried, with ``sections`` beside it, above it and one folder down
+    (the newest version first).
+    """
+    found: list[Path] = []
+    for word in re.findall(r"[^\s\"'=:;|&()`]+", text):
+        if "nsight-compute" not in word:
+            continue
+        if word.startswith("$"):  # ${HERE}/../nsight-compute-X/ncu: most often the script's folder
+            path = script.parent / (word.split("/", 1)[1] if "/" in word else "")
+        elif word.startswith("/.."):  # what follows $(dirname $0)
+            path = script.parent / word[1:]
+        else:
+            path = Path(word) if Path(word).is_absolute() else script.parent / word
+        for base in (path, path.parent):
+            found.append(base / "sections")
+            found += sorted(base.glob("*/sections"), key=_version_key, reverse=True)
+    return found
+
+
 def stock_section_folder(ncu: str | os.PathLike[str]) -> Path | None:
     """Find the folder of Nsight Compute's own section files for an ncu executable.
 
@@ -263,9 +288,7 @@ def stock_section_folder(ncu: str | os.PathLike[str]) -> Path | None:
                          key=_version_key, reverse=True)
     try:  # a launcher script names the install it runs
         if real.stat().st_size < 65536:
-            text = real.read_text(errors="replace")
-            for found in re.findall(r"[^\s\"'=:]*nsight-compute[^\s\"'/]*", text):
-                candidates.append(Path(found) / "sections")
+            candidates += _launcher_candidates(real, real.read_text(errors="replace"))
     except OSError:
         pass
     documents = Path.home() / "Documents" / "NVIDIA Nsight Compute"
