@@ -6,6 +6,7 @@ from them (truncated, corrupted, re-encoded) and named as such.
 
 from __future__ import annotations
 
+import gzip
 import math
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pandas as pd
 import pytest
 from conftest import read_cached
 
-from ncu_advisor import ReportParseError, read_report
+from ncu_advisor import ReportParseError, analyze, read_report
 from ncu_advisor.readers.common import parse_numbers, short_name
 from ncu_advisor.report import _wide_view
 from ncu_advisor.units import normalize_unit
@@ -336,3 +337,39 @@ def test_details_rule_rows_keep_file_order():
     for launch, rule in zip(report.ncu_rules["launch"], report.ncu_rules["rule"], strict=True):
         got.setdefault(str(ids[launch]), []).append(rule)
     assert len(expected) > 20 and got == expected
+
+
+def _findings(report):
+    analysis = analyze(report)
+    return sorted((-1 if f.launch is None else f.launch, f.rule, f.severity)
+                  for f in analysis.findings)
+
+
+@pytest.mark.parametrize("packing", ["gzip", "zstd", "no suffix"])
+def test_a_compressed_or_renamed_report_reads_as_the_report(tmp_path, packing):
+    """`.ncu-rep.gz`, a zstd-compressed `.ncu-repz` and a report without its suffix are known
+    by content (the zstd case is our own compression of a real report: no ncu here writes
+    .ncu-repz, which Nsight Compute 2026.3 does by default)."""
+    data = REP.read_bytes()
+    if packing == "gzip":
+        target = tmp_path / "forms_app.ncu-rep.gz"
+        target.write_bytes(gzip.compress(data))
+    elif packing == "zstd":
+        zstandard = pytest.importorskip("zstandard")
+        target = tmp_path / "forms_app.ncu-repz"
+        target.write_bytes(zstandard.ZstdCompressor().compress(data))
+    else:
+        target = tmp_path / "forms_app-report"
+        target.write_bytes(data)
+    plain, packed = read_report(REP), read_report(target)
+    assert packed.sources == [str(target)]
+    assert (packed.launches["source"] == str(target)).all()
+    assert packed.launches.drop(columns="source").equals(plain.launches.drop(columns="source"))
+    assert _findings(packed) == _findings(plain)
+
+
+def test_a_broken_compressed_report_is_one_line(tmp_path):
+    target = tmp_path / "cut.ncu-rep.gz"
+    target.write_bytes(gzip.compress(REP.read_bytes())[:5000])
+    with pytest.raises(ReportParseError, match=r"cut\.ncu-rep\.gz"):
+        read_report(target)

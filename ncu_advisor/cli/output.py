@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..errors import OutputError
 
-REPORT_SUFFIXES = (".csv", ".ncu-rep", ".gz", ".txt")
+REPORT_SUFFIXES = (".csv", ".ncu-rep", ".ncu-repz", ".gz", ".txt")
 
 
 def _reason(exc: OSError) -> str:

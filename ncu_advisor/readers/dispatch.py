@@ -23,11 +23,13 @@ from ..errors import ReportParseError
 from ..report import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, Report
 from .common import base_suffix
 from .csv_export import read_csv_export
-from .ncu_rep import read_ncu_rep
+from .ncu_rep import is_report_head, read_ncu_rep
 from .session_page import looks_like_session_page, read_session_page
 from .source_page import attach_source_lines, empty_source_lines, is_source_page, read_source_page
 from .text import has_kernel_results, looks_like_text_output, read_text_output
 
+# Report files by name: Nsight Compute's own and the compressed one ncu 2026.3 writes.
+REPORT_FILE_SUFFIXES = (".ncu-rep", ".ncu-repz")
 # Enough of a file to tell its form: a live log's ==PROF== lines come first.
 HEAD_BYTES = 65536
 _CSV_HEADER = re.compile(r'^"(ID|Process ID)",', re.MULTILINE)
@@ -92,7 +94,9 @@ def detect_form(path: Path, head: bytes) -> str:
     ``--page source`` CSV exports) and ``source-text`` (``--page source`` without ``--csv``).
     """
     suffix = base_suffix(path)
-    if suffix == ".ncu-rep":
+    # By content first: a report gzipped or named otherwise is still a report; a .ncu-repz
+    # (zstd, written by Nsight Compute 2026.3 by default) is known by its name.
+    if suffix in REPORT_FILE_SUFFIXES or is_report_head(head):
         return "ncu-rep"
     text = _decode_head(head)
     form = _form_by_content(text)
@@ -110,7 +114,7 @@ def _looks_like_report(path: Path) -> bool:
     also hold notes and program logs.
     """
     suffix = base_suffix(path)
-    if suffix in (".csv", ".ncu-rep"):
+    if suffix in (".csv", *REPORT_FILE_SUFFIXES):
         return True
     if suffix not in (".txt", ".log"):
         return False

@@ -10,8 +10,11 @@ then their source lines; this process never loads the report itself.
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import json
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +36,8 @@ from .source_page import source_lines_frame
 _MSG_TYPE = {0: None, 1: "INF", 2: "OPT", 3: "WRN", 4: "ERR"}
 _SPEEDUP_TYPE = {0: None, 1: "local", 2: "global"}
 _REP_MAGIC = b"NVR\x00"  # first bytes of every report ncu 2025.3 writes
+_GZIP_MAGIC = b"\x1f\x8b"
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # a zstd frame (what a .ncu-repz may hold)
 _MIN_SIZE = 64  # a report with one kernel result is tens of KB; less is surely cut short
 _CHILD = Path(ncu_rep_child.__file__)
 
@@ -108,8 +113,47 @@ def _how_it_ended(code: int | None) -> str:
     return f"stopped early (exit status {code})"
 
 
+def is_report_head(head: bytes) -> bool:
+    """Whether a file's first bytes (decompressed) are those of an Nsight Compute report."""
+    return head.startswith(_REP_MAGIC)
+
+
+@contextlib.contextmanager
+def _uncompressed(path: Path):
+    """The report as a file the native reader can open: itself, or its decompressed copy.
+
+    Known by content, not by name: a gzipped report (``.ncu-rep.gz``) and a zstd-compressed
+    one (where the ``zstandard`` package is installed) are written to a temporary file.
+    """
+    with path.open("rb") as fh:
+        magic = fh.read(4)
+    if not magic.startswith((_GZIP_MAGIC, _ZSTD_MAGIC)):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="ncu-advise-") as tmp:
+        target = Path(tmp) / "report.ncu-rep"
+        try:
+            if magic.startswith(_GZIP_MAGIC):
+                with gzip.open(path, "rb") as src, target.open("wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+            else:
+                try:
+                    import zstandard
+                except ImportError:
+                    raise ReportParseError(
+                        f"{path}: a zstd-compressed report; install the zstandard package to "
+                        "read it, or open it with ncu and export it (ncu --import FILE --csv "
+                        "--page raw)") from None
+                with path.open("rb") as src, target.open("wb") as dst:
+                    zstandard.ZstdDecompressor().copy_stream(src, dst)
+        except (OSError, EOFError) as exc:
+            raise ReportParseError(f"{path}: the compressed report does not decompress "
+                                   f"({exc})") from None
+        yield target
+
+
 def read_ncu_rep(path: Path, metrics: Iterable[str] | None = None) -> Report:
-    """Read every kernel result of a ``.ncu-rep`` file.
+    """Read every kernel result of a ``.ncu-rep`` file, gzip- or zstd-compressed or not.
 
     Args:
         path: the report.
@@ -117,6 +161,21 @@ def read_ncu_rep(path: Path, metrics: Iterable[str] | None = None) -> Report:
             compute capability) are always read.
 
     """
+    with _uncompressed(path) as native:
+        if native == path:
+            return _read_native(path, metrics)
+        try:
+            report = _read_native(native, metrics)
+        except ReportParseError as exc:  # name the user's file, not the temporary copy
+            raise ReportParseError(str(exc).replace(str(native), str(path))) from None
+    report.launches["source"] = str(path)
+    report.sources = [str(path)]
+    report.warnings = [w.replace(native.name, path.name) for w in report.warnings]
+    return report
+
+
+def _read_native(path: Path, metrics: Iterable[str] | None) -> Report:
+    """Read an uncompressed report through the native reader (in child processes)."""
     _check_header(path)
     launch_rows, rule_rows, empty = [], [], 0
     names_parts, unit_parts, value_parts, launch_parts = [], [], [], []
