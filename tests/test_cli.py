@@ -197,3 +197,22 @@ def test_text_numbers_launches_uniquely_across_files(capsys):
     assert code == 0
     table = out[out.index("   #  "):].splitlines()[1:5]
     assert sorted(int(line.split()[0]) for line in table) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version_is_not_a_program_to_profile(flag, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main([flag]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ncu-advise ") and out.split()[1][0].isdigit()
+    assert not (tmp_path / "ncu-advise-report").exists()
+    assert main([flag, "x"]) == 2
+
+
+def test_a_failed_profile_leaves_no_empty_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NCU", str(tmp_path / "no-ncu-here"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert main(["./app"]) == 2
+    assert "ncu" in capsys.readouterr().err
+    assert not (tmp_path / "ncu-advise-report").exists()

@@ -54,8 +54,8 @@ def analyze(
     from ..readers import read_report
     from ..rules_engine.loader import load_rules
 
-    if output is not None:
-        check_output_file(output, paths)  # before any work: never overwrite an input
+    if output is not None:  # before any work: never overwrite what this command reads
+        check_output_file(output, paths, kept=[*(rules or []), *([origins] if origins else [])])
     loaded = load_rules(rules)  # a bad rule file fails before a large report is read
     if origins is not None:  # so does a bad origins table
         from ..derive.origin import origin_table

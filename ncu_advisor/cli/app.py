@@ -20,7 +20,8 @@ from ..errors import NcuAdviseError
 app = typer.Typer(
     name="ncu-advise",
     help="Ranked, evidence-backed optimization advice from Nsight Compute profiles.\n\n"
-         "Profile a program: ncu-advise ./app [args]   (same as: ncu-advise profile ./app)",
+         "Profile a program: ncu-advise ./app [args]   (same as: ncu-advise profile ./app)\n\n"
+         "ncu-advise --version prints the version.",
     add_completion=False,
     pretty_exceptions_enable=False,
     no_args_is_help=True,
@@ -100,6 +101,9 @@ def _is_explicit_program(word: str) -> bool:
     return os.sep in word or bool(os.altsep and os.altsep in word)
 
 
+VERSION_OPTIONS = ("--version", "-V")
+
+
 def route(argv: list[str]) -> list[str]:
     """Turn the short form into the ``profile`` command, or refuse an unknown first word.
 
@@ -112,7 +116,7 @@ def route(argv: list[str]) -> list[str]:
         NcuAdviseError: The first word is not a command, and not explicitly a program.
 
     """
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv or argv[0] in ("-h", "--help", *VERSION_OPTIONS):
         return argv
     commands = command_names()
     if argv[0] in commands:
@@ -136,6 +140,11 @@ def route(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``ncu-advise`` console script."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] and argv[0] in VERSION_OPTIONS:  # before routing: never a program to profile
+        from .._version import __version__
+
+        typer.echo(f"ncu-advise {__version__}")
+        return 0 if len(argv) == 1 else _usage(f"{argv[0]} takes no arguments")
     try:
         argv = route(argv)
     except NcuAdviseError as exc:
@@ -194,6 +203,12 @@ def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:
             aborts.append(module.Abort)
     aborts.append(typer.Abort)
     return tuple(errors), tuple(aborts)
+
+
+def _usage(message: str) -> int:
+    """Print a usage error in one line; its exit code (2)."""
+    typer.echo(f"ncu-advise: error: {message}", err=True)
+    return 2
 
 
 def _one_line(text: str) -> str:

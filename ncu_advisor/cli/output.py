@@ -33,16 +33,23 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
-def check_output_file(output: Path, inputs: Iterable[str | os.PathLike]) -> None:
+def check_output_file(output: Path, inputs: Iterable[str | os.PathLike],
+                      kept: Iterable[str | os.PathLike] = ()) -> None:
     """Refuse an output file that would overwrite an input, or that cannot be a file.
+
+    The one output guard of every command that writes a file (``analyze``, ``diff``,
+    ``query``, ``trend``): it runs before any work.
 
     Args:
         output: the ``-o`` path.
-        inputs: the paths given to read (files or folders).
+        inputs: the paths given to read (files or folders): reports, repeats.
+        kept: files and folders nothing may be written into: rule files and folders, an
+            origins table, a report store (a file anywhere inside a kept folder is refused).
 
     Raises:
-        OutputError: the output is an input (or inside an input folder where it would be
-            read as one), is a folder, or its folder does not exist.
+        OutputError: the output is an input or a kept file, lies inside a kept folder (or
+            inside an input folder where it would be read as one), is a folder, or its folder
+            does not exist.
 
     """
     try:
@@ -67,6 +74,12 @@ def check_output_file(output: Path, inputs: Iterable[str | os.PathLike]) -> None
                 and Path(target).name.lower().endswith(REPORT_SUFFIXES):
             raise OutputError(f"{output}: is a report inside the input folder {given}; "
                               "refusing to overwrite it")
+    for given in kept:
+        source = os.path.realpath(given)
+        if target == source or _same_file(target, source) \
+                or target.startswith(source.rstrip(os.sep) + os.sep):
+            raise OutputError(f"{output}: would write into {given}, which this command reads "
+                              "(rules, origins or a store); refusing")
 
 
 def check_output_folder(output: Path, inputs: Iterable[str | os.PathLike],

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ..errors import OutputError
+from ..errors import NcuAdviseError, OutputError
 from .common import (
     HTML_METRICS_LIMIT,
     warn,
@@ -62,13 +62,20 @@ def profile_cmd(
     if "--" in args:
         cut = args.index("--")
         args, extra = args[:cut], args[cut + 1:]
+    created = not output.exists()
     try:
         output.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OutputError(f"{output}: cannot create folder ({exc.strerror or exc})") from None
-    result = run_profile(program, args, out_dir=output, section_set=section_set,
-                         kernel_name=kernel_name, launch_count=launch_count, nvtx=nvtx,
-                         extra=tuple(extra), export_csv=csv)
+    try:
+        result = run_profile(program, args, out_dir=output, section_set=section_set,
+                             kernel_name=kernel_name, launch_count=launch_count, nvtx=nvtx,
+                             extra=tuple(extra), export_csv=csv)
+    except NcuAdviseError:
+        # ncu not found, the program not found: leave no empty folder behind.
+        if created and output.is_dir() and not any(output.iterdir()):
+            output.rmdir()
+        raise
     timings = dict(result.timings)
     started = time.monotonic()
     loaded_rules = warm_up.result()

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 from ..errors import NcuAdviseError
+from .output import check_output_file
 
 STORE_HELP = "The store folder (a hive-partitioned Parquet dataset; created by ingest)."
 
@@ -177,6 +178,8 @@ def query_command(
         "--list-queries", help="List the named queries and their parameters.")] = False,
 ) -> None:
     """Run SQL on a store, or one of the named queries."""
+    if output is not None:  # before any work: never write into the store
+        check_output_file(output, [], kept=[store])
     from ..store import named_queries, query, run_named
 
     if list_queries:
@@ -232,6 +235,8 @@ def trend_command(
         "--output", "-o", help="Write to this file instead of stdout.")] = None,
 ) -> None:
     """A kernel's (or the run's) GPU time and key quantities across the stored reports."""
+    if output is not None:  # before any work: never write into the store
+        check_output_file(output, [], kept=[store])
     from ..render.trend import render_trend_html, render_trend_text
     from ..store import trend
 
