@@ -183,6 +183,8 @@ def iter_kernels(analysis: Analysis, include_metrics: bool = False,
                          else None),
             "occupancy": analysis.occupancy[launch],
             "launch_shape": analysis.launch_shapes.get(launch, {}),
+            "limiter": (analysis.limiters[launch].to_dict()
+                        if launch in analysis.limiters else None),
             "findings": [finding_entry(f) for f in
                          _most_severe_first(findings_by_launch.get(launch, []))]
             if wanted("findings") else None,

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..derive.limiter import limiters
 from ..derive.ncu_evidence import ncu_rule_categories, ncu_rule_quantities
 from ..derive.occupancy_report import launch_occupancy
 from ..derive.origin import origin_table
@@ -118,5 +119,6 @@ def analyze(report: Report, rules: list[Rule] | None = None,
     return Analysis(report=report, quantities=quantities, rooflines=rooflines,
                     occupancy=occupancy, findings=findings, not_evaluated=skipped, rules=rules,
                     command=command, extra_session=dict(session or {}),
+                    limiters=limiters(quantities),
                     launch_shapes=shapes, regions=regions,
                     origins=launches.set_index("launch")[["origin", "origin_label", "role"]])

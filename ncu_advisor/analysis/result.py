@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from ..derive.limiter import Limiter
 from ..derive.occupancy_report import LaunchEntries
 from ..derive.roofline import Rooflines
 from ..report import Report
@@ -38,6 +39,7 @@ class Analysis:
     launch_shapes: Mapping[int, dict] = field(default_factory=dict)
     origins: pd.DataFrame | None = None  # per launch: origin, origin_label, role
     regions: list[Region] = field(default_factory=list)
+    limiters: Mapping[int, Limiter] = field(default_factory=dict)  # launch -> its one limiter
 
     @property
     def validity(self) -> list[dict]:

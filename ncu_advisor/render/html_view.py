@@ -290,6 +290,7 @@ class KernelSection:
     duration_ns: float | None
     time_share: float | None
     bound: str
+    limiter: str | None  # its one limiter in words, with the headroom (derive/limiter.py)
     quantities: list[Quantity]
     roofline: RooflineView | None
     occupancy: OccupancyView | None
@@ -325,6 +326,23 @@ class Page:
 def _severity(severity: str) -> tuple[str, int]:
     """Return the severity name and its order (0 = most severe)."""
     return severity, SEVERITIES.index(severity)
+
+
+def _limiter_text(entry: Mapping[str, Any] | None) -> str | None:
+    """``L2 at 85% of its peak (15% headroom)``, ``latency: too few warps`` (None: unknown)."""
+    if not entry or entry["kind"] == "unknown":
+        return None
+    pct, room = entry["utilization_pct"], entry["headroom_pct"]
+    if entry["kind"] in ("memory", "pipe", "issue") and pct is not None:
+        return f"{entry['unit']} at {pct:.0f}% of its peak ({room:.0f}% headroom)"
+    if entry["kind"] == "latency":
+        busiest = f"; the busiest unit at {pct:.0f}% of its peak" if pct is not None else ""
+        return f"latency: {entry['unit']}{busiest}"
+    if entry["kind"] == "launch-shape" and pct is not None:
+        if entry["unit"] == "idle SMs":
+            return f"launch shape: the grid fills {pct:.0f}% of the SMs"
+        return f"launch shape: {entry['unit']} ({pct:.0f}% of one)"
+    return entry["unit"]
 
 
 def _bound(kernel: Mapping[str, Any]) -> str:
@@ -634,6 +652,7 @@ def _kernel(index: int, kernel: Mapping[str, Any]) -> KernelSection:
         duration_ns=kernel["duration_ns"],
         time_share=kernel["time_share"],
         bound=bound,
+        limiter=_limiter_text(kernel.get("limiter")),
         quantities=quantities,
         roofline=_roofline(kernel["roofline"]),
         occupancy=_occupancy(kernel["occupancy"], kernel["launch_shape"]),

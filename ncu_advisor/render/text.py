@@ -32,7 +32,17 @@ def _clip(text: str, width: int) -> str:
 # The fields of a ``kernels`` entry render_text reads (Analysis.to_dict builds only these;
 # of the roofline, the bound: the whole of it was ~3 KB a launch).
 KERNEL_FIELDS = ("id", "launch", "source", "name", "invocations", "duration_ns", "time_share",
-                 "roofline.bound", "not_evaluated")
+                 "limiter", "not_evaluated")
+
+
+def limiter_label(entry: dict | None) -> str:
+    """A launch's limiter in a few words (``DRAM 86%``, ``memory wait``), from its JSON entry."""
+    if not entry:
+        return "?"
+    from ..derive.limiter import Limiter
+
+    label = Limiter(entry["kind"], entry["unit"], entry["utilization_pct"]).label
+    return label if entry["kind"] != "latency" else f"lat: {label}"[:15]
 
 
 def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
@@ -52,19 +62,20 @@ def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
     lines.extend(_validity_lines(result.get("validity", []), width))
     lines.append("")
     lines.extend(_region_lines(result.get("regions", []), width))
-    name_w = max(20, width - 44)
+    name_w = max(20, width - 51)
     # ncu's IDs restart in every input file: with several files, number launches uniquely.
     several = len({k["source"] for k in result["kernels"]}) > 1
-    lines.append(f"{'#' if several else 'ID':>4}  {'time':>9}  {'share':>6}  {'bound':<8} "
-                 f"{'calls':>5}  kernel")
+    lines.append(f"{'#' if several else 'ID':>4}  {'time':>9}  {'share':>6}  "
+                 f"{'limiter':<15} {'calls':>5}  kernel")
     kernels = sorted(result["kernels"], key=lambda k: -(k["duration_ns"] or 0) * k["invocations"])
     for k in kernels[: max(top * 2, 20)]:
         share = f"{100 * k['time_share']:.1f}%" if k["time_share"] is not None else "n/a"
-        bound = k["roofline"]["bound"] or "?"
         number = k["launch"] if several else k["id"]
         kid = "" if number is None else str(number)
-        lines.append(f"{kid:>4}  {fmt_time(k['duration_ns']):>9}  {share:>6}  {bound:<8} "
-                     f"{k['invocations']:>5}  {_clip(safe_text(k['name'], False), name_w)}")
+        limiter = limiter_label(k.get("limiter"))
+        lines.append(f"{kid:>4}  {fmt_time(k['duration_ns']):>9}  {share:>6}  "
+                     f"{limiter:<15} {k['invocations']:>5}  "
+                     f"{_clip(safe_text(k['name'], False), name_w)}")
     if len(kernels) > max(top * 2, 20):
         lines.append(f"      ... {len(kernels) - max(top * 2, 20)} more (use --format json)")
     lines.append("")
