@@ -33,7 +33,7 @@ def test_analyze_text_lists_launches_by_time_and_top_findings(capsys):
     assert lines[0].startswith("ncu-advise: 9 launch(es) of 6 kernel(s)")
     table = [ln for ln in lines if ln[:4].strip().isdigit()]
     assert table[0].split()[0] == "8" and "tiny_reduce" in table[0]  # 95% of GPU time first
-    assert "Top findings" in out and "[HIGH] coalescing: copy_strided" in out
+    assert "Top findings" in out and "[HIGH] coalescing.global-loads: #1 copy_strided" in out
     assert max(len(ln) for ln in lines) <= 120
 
 
@@ -216,3 +216,22 @@ def test_a_failed_profile_leaves_no_empty_folder(tmp_path, monkeypatch, capsys):
     assert main(["./app"]) == 2
     assert "ncu" in capsys.readouterr().err
     assert not (tmp_path / "ncu-advise-report").exists()
+
+
+@pytest.mark.parametrize("width", [80, 100, 160])
+def test_the_advice_is_wrapped_never_cut(width):
+    """Every finding's fix reaches the terminal whole, at any width, with its launch IDs."""
+    from ncu_advisor import analyze, read_report
+    from ncu_advisor.render.text import render_text
+
+    doc = analyze(read_report(FORMS / "forms_app.ncu-rep")).to_dict()
+    out = render_text(doc, width=width)
+    lines = out.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("Top findings"))
+    body = " ".join(ln.strip() for ln in lines[start:])
+    for f in doc["findings"][:10]:
+        assert " ".join(f["advice"].split()) in body, f["rule"]
+    fixes = [ln for ln in lines if ln.lstrip().startswith("fix:")]
+    assert fixes and not any(ln.endswith("…") for ln in fixes)
+    assert all(len(ln) <= width for ln in lines[start:] if not ln.lstrip().startswith("at "))
+    assert "#8 tiny_reduce" in out

@@ -148,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         argv = route(argv)
     except NcuAdviseError as exc:
-        typer.echo(f"ncu-advise: error: {exc}", err=True)
+        from ..render.formats import safe_text
+
+        typer.echo(f"ncu-advise: error: {safe_text(str(exc))}", err=True)
         return exc.exit_code
     click_error, abort = _click_exceptions()
     try:
@@ -161,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except NcuAdviseError as exc:
-        from ..render.text import safe_text
+        from ..render.formats import safe_text
 
         typer.echo(f"ncu-advise: error: {safe_text(_one_line(str(exc)))}", err=True)
         return exc.exit_code

@@ -44,7 +44,7 @@ def write_atomic(path: Path, text: str) -> None:
 
 def warn(lines: list[str]) -> None:
     """Print warnings on stderr, one line each, control characters escaped."""
-    from ..render.text import safe_text
+    from ..render.formats import safe_text
 
     for line in lines:
         typer.echo(f"ncu-advise: warning: {safe_text(line)}", err=True)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 from ..errors import NcuAdviseError
+from ..render.formats import safe_text
 from .output import check_output_file
 
 STORE_HELP = "The store folder (a hive-partitioned Parquet dataset; created by ingest)."
@@ -100,7 +101,8 @@ def format_table(table: pa.Table, fmt: TableFormat) -> str:
         return buf.getvalue()
     if frame.empty:
         return "(no rows)\n" if len(frame.columns) else ""
-    return frame.to_string(index=False, max_colwidth=60) + f"\n({len(frame)} rows)\n"
+    # A terminal table: names from reports can hold control characters.
+    return safe_text(frame.to_string(index=False, max_colwidth=60)) + f"\n({len(frame)} rows)\n"
 
 
 def _params(items: list[str] | None) -> dict[str, str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from .formats import SEVERITY_TAGS, fmt_time
+from .formats import SEVERITY_TAGS, fmt_time, safe_text
 
 
 def _clip(text: str, width: int) -> str:
@@ -105,4 +105,4 @@ def render_diff_text(diff: dict, gates: list[dict] | None = None, top: int = 30,
     for gate in gates or []:
         state = "passed" if gate["passed"] else "FAILED"
         lines.append(_clip(f"gate {gate['gate']}: {state}: {gate['reason']}", width))
-    return "\n".join(lines) + "\n"
+    return "\n".join(safe_text(line) for line in lines) + "\n"

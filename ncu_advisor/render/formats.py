@@ -8,6 +8,7 @@ plain-text duration, which prints "n/a".
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -192,3 +193,20 @@ def fmt_time(ns: float | None) -> str:
         if abs(ns) >= limit:
             return f"{ns / div:.3g} {unit}"
     return f"{ns:.0f} ns"
+
+
+# Terminal control characters (ESC, BEL, CR, ...), bidi overrides and line/paragraph
+# separators in kernel names or file names could rewrite the terminal or reorder the text.
+_UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e"
+                     "\u2060-\u2069\ufeff]")
+
+
+def safe_text(text: str, newlines: bool = True) -> str:
+    r"""Escape control, bidi and line-separator characters (``\x1b``, ``\u202e``).
+
+    ``newlines=False`` escapes ``\n`` too (names and one-line fields).
+    """
+    if not newlines:
+        text = text.replace("\n", "\\x0a")
+    return _UNSAFE.sub(lambda m: (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                                  else f"\\u{ord(m.group()):04x}"), text)

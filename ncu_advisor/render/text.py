@@ -2,27 +2,25 @@
 
 from __future__ import annotations
 
-import re
 import shutil
 import textwrap
 
-from .formats import SEVERITY_TAGS, fmt_time
-
-# Terminal control characters (ESC, BEL, CR, ...), bidi overrides and line/paragraph
-# separators in kernel names or file names could rewrite the terminal or reorder the text.
-_UNSAFE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e"
-                     "\u2060-\u2069\ufeff]")
+from .formats import SEVERITY_TAGS, fmt_time, safe_text
 
 
-def safe_text(text: str, newlines: bool = True) -> str:
-    r"""Escape control, bidi and line-separator characters (``\x1b``, ``\u202e``).
+def _wrapped(label: str, text: str, width: int) -> list[str]:
+    """``label`` and ``text`` wrapped to ``width``, indented under the finding."""
+    return textwrap.wrap(" ".join(text.split()), width, initial_indent="      " + label,
+                         subsequent_indent=" " * (6 + len(label)), break_on_hyphens=False)
 
-    ``newlines=False`` escapes ``\n`` too (names and one-line fields).
-    """
-    if not newlines:
-        text = text.replace("\n", "\\x0a")
-    return _UNSAFE.sub(lambda m: (f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                                  else f"\\u{ord(m.group()):04x}"), text)
+
+def _ids(finding: dict) -> str:
+    """The launches a finding is about, by ncu's ID (``#3 ``, ``#3,#7 `` or ``#3 +4 ``)."""
+    ids = list(dict.fromkeys(finding.get("kernel_ids") or []))
+    if not ids:
+        return ""
+    shown = ",".join(f"#{i}" for i in ids[:2])
+    return f"{shown}{f' +{len(ids) - 2}' if len(ids) > 2 else ''} "
 
 
 def _clip(text: str, width: int) -> str:
@@ -88,16 +86,19 @@ def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
             saving = f.get("estimated_saving_ns")
             gain = (f"  saves ~{fmt_time(saving)} ({f['app_saving_pct']:.1f}% of run)"
                     if saving else "")
-            lines.append(f"{i:>2}. [{SEVERITY_TAGS[f['severity']]}] {f['category']}: "
-                         f"{_clip(safe_text(f['kernel'], False), 40)}{gain}")
+            head = f"{i:>2}. [{SEVERITY_TAGS[f['severity']]}] {f['rule']}: {_ids(f)}"
+            line = head + _clip(safe_text(f["kernel"], False), max(20, width - len(head)))
+            if len(line) + len(gain) <= width:
+                lines.append(line + gain)
+            else:  # the saving on a line of its own rather than past the edge
+                lines.extend([line, "      " + gain.strip()] if gain else [line])
             lines.append(textwrap.indent(textwrap.fill(f["title"], width - 6), "      "))
+            # What to do is never cut: the advice wraps (the fix is the point of the finding).
             if f.get("note"):
-                lines.append(_clip("      note: " + f["note"], width))
+                lines.extend(_wrapped("note: ", f["note"], width))
             if f.get("evidence_source") == "ncu-rule":
                 lines.append("      evidence: Nsight Compute's rule message (no raw metric)")
-            advice = " ".join(f["advice"].split())
-            first = advice.split(". ")[0].rstrip(".") + "."
-            lines.append(_clip("      fix: " + first, width))
+            lines.extend(_wrapped("fix: ", f["advice"], width))
             for src in f.get("source_lines") or []:
                 where = f"{src['file'].rsplit('/', 1)[-1]}:{src['line']}"
                 stall = f", stall {src['stall']}" if src.get("stall") else ""

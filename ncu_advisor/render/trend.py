@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 from .charts import CHART_STYLE
-from .formats import fmt_bytes, fmt_duration, fmt_pct, fmt_time
+from .formats import fmt_bytes, fmt_duration, fmt_pct, fmt_time, safe_text
 from .html import environment
 
 RC_PARAMS = {**CHART_STYLE, "text.parse_math": False}  # kernel names may hold $
@@ -88,7 +88,7 @@ def render_trend_text(frame: pd.DataFrame, kernel: str | None = None,
             f"{fmt_time(_num(row.total_ns)):>9}  "
             f"{'-' if change is None else f'{change:+.1f}%':>7}  {pct(row.dram_pct):>6}  "
             f"{pct(row.sm_pct):>6}  {pct(row.achieved_occupancy_pct):>6}  {int(row.findings):>8}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(safe_text(line) for line in lines) + "\n"
 
 
 def trend_svg(frame: pd.DataFrame, title: str) -> str:
