@@ -178,8 +178,11 @@ def query_command(
         "--label", help="Label key to order --kernel-time by.")] = None,
     list_queries: Annotated[bool, typer.Option(
         "--list-queries", help="List the named queries and their parameters.")] = False,
+    allow_write: Annotated[bool, typer.Option(
+        "--allow-write", help="Let the SQL write (COPY, CREATE, ATTACH) and reach files "
+        "outside the store; by default a query only reads the store.")] = False,
 ) -> None:
-    """Run SQL on a store, or one of the named queries."""
+    """Run SQL on a store, or one of the named queries (read-only, confined to the store)."""
     if output is not None:  # before any work: never write into the store
         check_output_file(output, [], kept=[store])
     from ..store import named_queries, query, run_named
@@ -218,7 +221,7 @@ def query_command(
     else:
         if params:
             raise NcuAdviseError("--param goes with a named query")
-        table = query(store, sql)
+        table = query(store, sql, allow_write=allow_write)
     _emit(format_table(table, format), output)
 
 

@@ -29,8 +29,8 @@ def _sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def connect(store: str | os.PathLike,
-            tables: Iterable[str] | None = None) -> duckdb.DuckDBPyConnection:
+def connect(store: str | os.PathLike, tables: Iterable[str] | None = None,
+            confined: bool = True) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with one view per table over the store's Parquet files.
 
     Views: ``reports``, ``launches``, ``metrics``, ``ncu_rules``, ``quantities``, ``findings``
@@ -40,6 +40,9 @@ def connect(store: str | os.PathLike,
         store: the store folder.
         tables: make views for these tables only (default: all); each view lists its
             table's files, so a query that names two tables need not list the other four.
+        confined: lock the connection to the store's folder (DuckDB's file access outside
+            it, extension installs and loads, and configuration changes are refused), so
+            that SQL from a user or a script cannot read or write anywhere else.
 
     """
     import duckdb
@@ -67,6 +70,12 @@ def connect(store: str | os.PathLike,
     if "reports" in wanted:
         con.execute("CREATE VIEW report_labels AS SELECT report_id, unnest(map_keys(labels)) "
                     "AS key, unnest(map_values(labels)) AS value FROM reports")
+    if confined:
+        con.execute(f"SET allowed_directories = [{_sql_text(str(root))}]")
+        for setting in ("enable_external_access", "autoinstall_known_extensions",
+                        "autoload_known_extensions"):
+            con.execute(f"SET {setting} = false")
+        con.execute("SET lock_configuration = true")  # the user's SQL cannot undo the above
     return con
 
 
@@ -76,18 +85,30 @@ def _tables_named(sql: str) -> list[str]:
             if re.search(rf"\b{t}\b", sql, flags=re.IGNORECASE)]
 
 
-def query(store: str | os.PathLike, sql: str,
-          params: Mapping[str, object] | None = None) -> pa.Table:
+def query(store: str | os.PathLike, sql: str, params: Mapping[str, object] | None = None,
+          allow_write: bool = False) -> pa.Table:
     """Run SQL on a store (DuckDB dialect) and return the result as an Arrow table.
 
+    Read-only by default: only SELECT (and EXPLAIN) statements run, on a connection confined
+    to the store (:func:`connect`); ``allow_write`` lifts both (COPY, CREATE, ATTACH, files
+    anywhere).
+
     Raises:
-        StoreError: the store is not one, or DuckDB rejected the query (its message).
+        StoreError: the store is not one, a statement would write, or DuckDB rejected the
+            query (its message).
 
     """
     import duckdb
 
-    con = connect(store, _tables_named(sql))
+    con = connect(store, _tables_named(sql), confined=not allow_write)
     try:
+        if not allow_write:
+            reading = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
+            kinds = [s.type for s in con.extract_statements(sql)]
+            refused = sorted({k.name for k in kinds if k not in reading})
+            if refused:
+                raise StoreError(f"query is read-only: {', '.join(refused)} refused (only "
+                                 "SELECT and EXPLAIN run; --allow-write lifts it)")
         relation = con.sql(sql, params=dict(params) if params else None)
         if relation is None:  # a statement without a result (SET, CREATE VIEW ...)
             return pa.table({})
