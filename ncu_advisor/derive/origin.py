@@ -70,20 +70,42 @@ def _parse(text: str, where: str) -> dict:
         raise NcuAdviseError(f"{where}: not a valid origins file ({exc})") from None
 
 
-def _compile(patterns: list, where: str) -> tuple[re.Pattern, ...]:
+# A group with a quantifier inside, itself repeated ("(a+)+", "(a|aa)*"): Python's regex engine
+# can take exponential time on it, and names come from files anyone can write.
+_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)[+*{]")
+_ORIGIN_KEYS = {"id", "label", "library", "patterns"}
+
+
+def _compile(patterns, where: str) -> tuple[re.Pattern, ...]:
+    if not isinstance(patterns, list) or not all(isinstance(p, str) for p in patterns):
+        raise NcuAdviseError(f"{where}: patterns must be a list of strings")
+    for p in patterns:
+        if _NESTED_QUANTIFIER.search(p):
+            raise NcuAdviseError(f"{where}: pattern {p!r} repeats a repeated group (it can take "
+                                 "exponential time); write it without the nesting")
     try:
         return tuple(re.compile(p) for p in patterns)
-    except (re.error, TypeError) as exc:
+    except (re.error, TypeError, RecursionError) as exc:
         raise NcuAdviseError(f"{where}: bad pattern ({exc})") from None
 
 
 def _origins(data: dict, where: str) -> list[Origin]:
+    unknown = sorted(set(data) - {"origin", "role", "caller_advice"})
+    if unknown:
+        raise NcuAdviseError(f"{where}: unknown key(s) {', '.join(unknown)}; an origins file "
+                             "holds [[origin]] tables (id, label, library, patterns)")
+    entries = data.get("origin", [])
+    if not isinstance(entries, list) or not all(isinstance(o, dict) for o in entries):
+        raise NcuAdviseError(f"{where}: origins are [[origin]] tables (an array of tables)")
     out = []
-    for i, o in enumerate(data.get("origin", [])):
+    for i, o in enumerate(entries):
+        extra = sorted(set(o) - _ORIGIN_KEYS)
+        if extra:
+            raise NcuAdviseError(f"{where}: origin {i}: unknown field(s) {', '.join(extra)}")
         try:
             out.append(Origin(str(o["id"]), str(o.get("label", o["id"])),
                               bool(o.get("library", True)),
-                              _compile(list(o.get("patterns", [])), f"{where}: origin {i}")))
+                              _compile(o.get("patterns", []), f"{where}: origin {i}")))
         except KeyError as exc:
             raise NcuAdviseError(f"{where}: origin {i} lacks field {exc}") from None
     return out
@@ -100,6 +122,9 @@ def origin_table(extra: str | None = None) -> OriginTable:
             text = Path(extra).read_text(encoding="utf-8")
         except OSError as exc:
             raise NcuAdviseError(f"{extra}: cannot read ({exc.strerror or exc})") from None
+        except UnicodeDecodeError:
+            raise NcuAdviseError(f"{extra}: not a UTF-8 text file (an origins file is TOML)") \
+                from None
         origins = _origins(_parse(text, extra), extra) + origins
     roles = tuple((r["id"], _compile(list(r["patterns"]), "data/origins.toml"))
                   for r in data.get("role", []))

@@ -32,6 +32,17 @@ def read_input_bytes(path: Path) -> bytes:
         raise ReportParseError(f"{path}: broken gzip file ({exc})") from None
 
 
+def path_text(path) -> str:
+    """A path as text every writer takes.
+
+    Bytes that are not UTF-8 (a file name with byte 0xff, kept by Python as a lone surrogate)
+    become U+FFFD; the file itself is opened by its path.
+    """
+    text = str(path)
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace") \
+        if any("\udc80" <= ch <= "\udcff" for ch in text) else text
+
+
 def base_suffix(path: Path) -> str:
     """The suffix that names the form, below a ``.gz``: ``x.csv.gz`` -> ``.csv``."""
     suffixes = [s.lower() for s in path.suffixes]

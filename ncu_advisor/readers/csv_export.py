@@ -36,6 +36,7 @@ from .common import (
     nvtx_ranges,
     parse_numbers,
     parse_triples,
+    path_text,
     safe_ints,
     short_name,
 )
@@ -378,7 +379,7 @@ def launch_table(first: pd.DataFrame, frame_columns, path: Path,
     """Build LAUNCH_COLUMNS from the first row of each launch."""
     first = first.astype(object).where(first.notna(), None)
     out = pd.DataFrame({"launch": np.arange(len(first))})
-    out["source"] = str(path)
+    out["source"] = path_text(path)
     out["form"] = None
     for col, name in _IDENTITY.items():
         out[name] = first[col].astype(str).to_numpy() if col in first else None
@@ -423,7 +424,7 @@ def finish_report(launches: pd.DataFrame, metrics: pd.DataFrame, rules: pd.DataF
         duration.set_index("launch")["value"]).astype("float64")
     launches = launches[LAUNCH_COLUMNS + [c for c in launches.columns if c not in LAUNCH_COLUMNS]]
     return Report(launches=launches.reset_index(drop=True), metrics=metrics.reset_index(drop=True),
-                  ncu_rules=rules.reset_index(drop=True), sources=[str(path)])
+                  ncu_rules=rules.reset_index(drop=True), sources=[path_text(path)])
 
 
 def split_metric_names(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from ..errors import ReportParseError
 from ..report import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, Report
-from .common import base_suffix
+from .common import base_suffix, path_text
 from .csv_export import read_csv_export
 from .ncu_rep import is_report_head, read_ncu_rep
 from .session_page import looks_like_session_page, read_session_page
@@ -151,8 +151,10 @@ def expand_paths(paths: Iterable[str | os.PathLike],
                 raise ReportParseError(f"{path}: directory holds no .csv or .ncu-rep reports "
                                        "(nor ncu text output)")
             files.extend((f, True) for f in found)
-        elif path.exists():
+        elif path.is_file():
             files.append((path, False))
+        elif path.exists():  # a FIFO, socket or device: reading it could block for ever
+            raise ReportParseError(f"{path}: not a regular file")
         else:
             raise ReportParseError(f"{path}: no such file or directory")
     if not files:
@@ -164,7 +166,7 @@ def _read_source_page(path: Path) -> Report:
     """A ``--page source`` CSV export read on its own: facts only (its lines attach elsewhere)."""
     return Report(
         launches=pd.DataFrame(columns=LAUNCH_COLUMNS), metrics=pd.DataFrame(columns=METRIC_COLUMNS),
-        ncu_rules=pd.DataFrame(columns=RULE_COLUMNS), sources=[str(path)])
+        ncu_rules=pd.DataFrame(columns=RULE_COLUMNS), sources=[path_text(path)])
 
 
 # Readers that can keep only some metrics (``metrics=`` names), for lean reading.
@@ -403,7 +405,7 @@ def _attach_pages(report: Report, pages: list[tuple[Path, bool]]) -> None:
                 raise
             report.warnings.append(f"skipped {exc}")
             continue
-        report.sources.append(str(path))
+        report.sources.append(path_text(path))
     attached, warnings = attach_source_lines(report.launches, read)
     report.warnings.extend(warnings)
     if not attached.empty:

@@ -28,7 +28,7 @@ import pandas as pd
 from ..errors import ReportParseError
 from ..report import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, Report
 from . import ncu_rep_child
-from .common import short_name
+from .common import path_text, short_name
 from .source_page import source_lines_frame
 
 # The ncu_report module's own MsgType enum (OK 1, OPTIMIZATION 2, WARNING 3, ERR 4); it differs
@@ -168,8 +168,8 @@ def read_ncu_rep(path: Path, metrics: Iterable[str] | None = None) -> Report:
             report = _read_native(native, metrics)
         except ReportParseError as exc:  # name the user's file, not the temporary copy
             raise ReportParseError(str(exc).replace(str(native), str(path))) from None
-    report.launches["source"] = str(path)
-    report.sources = [str(path)]
+    report.launches["source"] = path_text(path)
+    report.sources = [path_text(path)]
     report.warnings = [w.replace(native.name, path.name) for w in report.warnings]
     return report
 
@@ -236,7 +236,7 @@ def _read_native(path: Path, metrics: Iterable[str] | None) -> Report:
         r"@section:[^:@]*:([^@]*)@", r"\1", regex=True).str.replace(
         r"@url:([^:@]*):([^@]*)@", r"\1 (\2)", regex=True)
     return Report(launches=launches, metrics=metrics_frame, ncu_rules=rules_frame,
-                  sources=[str(path)], warnings=warnings,
+                  sources=[path_text(path)], warnings=warnings,
                   source_lines=source_lines_frame(_source_rows(path, with_counters, launch_of)))
 
 
@@ -283,7 +283,7 @@ def _launch_row(idx: int, path: Path, facts: dict) -> dict:
     if np.isfinite(major) and abs(major) < 1000:
         cc = f"{int(major)}.{int(minor) if np.isfinite(minor) and abs(minor) < 1000 else 0}"
     return {
-        "launch": idx, "source": str(path), "form": "ncu-rep", "id": idx,
+        "launch": idx, "source": path_text(path), "form": "ncu-rep", "id": idx,
         "process_id": None, "process": None, "host": None, "name": name,
         "short_name": short_name(name),
         "grid_x": get("launch__grid_dim_x"), "grid_y": get("launch__grid_dim_y"),

@@ -29,7 +29,7 @@ import pandas as pd
 
 from ..errors import ReportParseError
 from ..report import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, Report
-from .common import read_input_bytes
+from .common import path_text, read_input_bytes
 from .csv_export import decode
 
 # The attribute tables' header lines; any one of them in a file's first lines marks the page.
@@ -91,7 +91,7 @@ def read_session_page(path: Path) -> Report:
     facts.update(_command_options(facts.get("ncu_command", "")))
     return Report(
         launches=pd.DataFrame(columns=LAUNCH_COLUMNS), metrics=pd.DataFrame(columns=METRIC_COLUMNS),
-        ncu_rules=pd.DataFrame(columns=RULE_COLUMNS), session=facts, sources=[str(path)])
+        ncu_rules=pd.DataFrame(columns=RULE_COLUMNS), session=facts, sources=[path_text(path)])
 
 
 def _command_options(command: str) -> dict:

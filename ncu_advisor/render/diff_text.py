@@ -35,14 +35,15 @@ def _summary_line(diff: dict) -> str:
     band = diff["noise"]["total_pct"]
     if change is None or speedup is None:
         verdict = "no comparable time"
-    elif diff["within_noise"]:
+    elif diff["within_noise"] or change == 0:
         verdict = f"no change beyond noise ({change:+.2f}%)"
     elif speedup >= 1:
         verdict = f"{speedup:.2f}x faster ({change:+.1f}%)"
     else:
         verdict = f"{1 / speedup:.2f}x slower ({change:+.1f}%)"
+    noise = f"±{band:.2f}%" if band is not None else "unknown (no times)"
     return (f"ncu-advise diff: {fmt_time(before)} -> {fmt_time(after)} GPU time, {verdict}; "
-            f"noise band ±{band:.2f}% ({diff['noise']['method']})")
+            f"noise band {noise} ({diff['noise']['method']})")
 
 
 def render_diff_text(diff: dict, gates: list[dict] | None = None, top: int = 30,

@@ -32,7 +32,9 @@ def builtin_rules_dir() -> Path:
 
 def rule_files(folder: Path) -> list[Path]:
     """The rule files of a folder (its ``*.toml`` except test cases), sorted."""
-    return sorted(p for p in folder.glob("*.toml") if not p.name.endswith(CASES_SUFFIX))
+    # Regular files only: a FIFO named like a rule would block the read for ever.
+    return sorted(p for p in folder.glob("*.toml")
+                  if not p.name.endswith(CASES_SUFFIX) and p.is_file())
 
 
 def _field_error(error: dict) -> str:

@@ -1,0 +1,68 @@
+"""Regression cases of the second hardening round: each input once gave an internal error
+(exit 70) or a hang; each now gives its result or one line and exit 2."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ncu_advisor.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+DETAILS = ROOT / "sample_reports" / "demos" / "coalescing.details.csv"
+OCC_REP = ROOT / "sample_reports" / "occupancy" / "occ_sweep.ncu-rep"
+
+
+def _one_line_error(argv, capsys) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("ncu-advise: error:"), err
+    return err
+
+
+def test_diff_of_a_report_without_durations_with_itself(capsys):
+    assert main(["diff", str(OCC_REP), str(OCC_REP)]) == 0
+    assert "no change" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text, says", [
+    (b"patterns = 5\n", "unknown key"),
+    (b'[[origin]]\nid = "x"\nlabel = "x"\npatterns = 5\n', "list of strings"),
+    (b'[origin]\nid = "x"\n', "array of tables"),
+    (b'[[origin]]\nid = "x"\npatterns = ["^x"]\ncolour = "red"\n', "unknown field"),
+    (b"\xff\xfe\x00bad", "UTF-8"),
+    (b'[[origin]]\nid = "x"\npatterns = ["^(a+)+$"]\n', "exponential"),
+])
+def test_a_bad_origins_file_is_one_line(tmp_path, capsys, text, says):
+    origins = tmp_path / "origins.toml"
+    origins.write_bytes(text)
+    assert says in _one_line_error(["analyze", str(DETAILS), "--origins", str(origins)], capsys)
+
+
+def _run(args, cwd, timeout=60):
+    return subprocess.run([sys.executable, "-m", "ncu_advisor.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_never_blocks(tmp_path):
+    os.mkfifo(tmp_path / "x.csv")
+    done = _run(["analyze", "x.csv"], tmp_path)
+    assert done.returncode == 2 and "not a regular file" in done.stderr
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    os.mkfifo(rules / "x.toml")
+    assert _run(["analyze", str(DETAILS), "--rules", str(rules)], tmp_path).returncode == 0
+
+
+def test_a_file_name_that_is_not_utf8(tmp_path):
+    name = os.fsdecode(b"bad\xffname.csv")
+    shutil.copyfile(DETAILS, tmp_path / name)
+    done = _run(["analyze", name, "-f", "json", "-o", "out.json"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "bad\ufffdname.csv" in (tmp_path / "out.json").read_text(encoding="utf-8")
