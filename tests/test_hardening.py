@@ -66,3 +66,26 @@ def test_a_file_name_that_is_not_utf8(tmp_path):
     done = _run(["analyze", name, "-f", "json", "-o", "out.json"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert "bad\ufffdname.csv" in (tmp_path / "out.json").read_text(encoding="utf-8")
+
+
+def _rule_text(when: str, title: str = "t") -> str:
+    return (f'id = "coalescing.made-here"\ncategory = "coalescing"\ntitle = "{title}"\n'
+            'confidence = "low"\nexplanation = "e"\nfix = "f"\nrequires = ["mem_pct"]\n'
+            f'when = {when}\n[[severity]]\nlevel = "low"\n')
+
+
+@pytest.mark.parametrize("depth", [40, 400])
+def test_a_condition_nested_too_deep_is_a_rule_problem(tmp_path, capsys, depth):
+    cond = '{ q = "mem_pct", ge = 1 }'
+    for _ in range(depth):
+        cond = "{ all = [" + cond + "] }"
+    (tmp_path / "coalescing.made-here.toml").write_text(_rule_text(cond))
+    assert "levels deep" in _one_line_error(["rules", "--check", str(tmp_path)], capsys)
+
+
+def test_a_format_width_bomb_is_refused_before_it_runs(tmp_path, capsys):
+    (tmp_path / "coalescing.made-here.toml").write_text(
+        _rule_text('{ all = [{ q = "mem_pct", ge = 0 }] }', title="x {mem_pct:>999999999}"))
+    assert "more than 64" in _one_line_error(["rules", "--check", str(tmp_path)], capsys)
+    assert "more than 64" in _one_line_error(
+        ["analyze", str(DETAILS), "--rules", str(tmp_path)], capsys)

@@ -8,6 +8,7 @@ rule (``RULE.cases.toml``) sit beside it and are not rules.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from functools import lru_cache
 from importlib import resources
@@ -50,6 +51,40 @@ def _field_error(error: dict) -> str:
     return f"field {'.'.join(loc)}: {msg}" if loc else msg
 
 
+# Bounds on what a rule file may ask for: a condition nested deeper than any rule needs (the
+# validators recurse), and a format width that would build a string of gigabytes.
+MAX_DEPTH = 32
+MAX_FORMAT_NUMBER = 64
+_FORMAT_FIELD = re.compile(r"\{[a-z0-9_]+:([^{}]*)\}")
+
+
+def _depth(value, level: int = 0) -> int:
+    if level > MAX_DEPTH:
+        return level
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level)
+    return level
+
+
+def _bounded(data: dict) -> list[str]:
+    """What a rule file asks for beyond the bounds (checked before validation)."""
+    problems = []
+    if _depth(data) > MAX_DEPTH:
+        problems.append(f"nested more than {MAX_DEPTH} levels deep (conditions combine at most "
+                        "a few all/any)")
+    for name in ("title", "explanation", "fix", "notes"):
+        text = data.get(name)
+        if not isinstance(text, str):
+            continue
+        for spec in _FORMAT_FIELD.findall(text):
+            if any(int(n) > MAX_FORMAT_NUMBER for n in re.findall(r"\d+", spec)):
+                problems.append(f"field {name}: format {{...:{spec}}} asks for more than "
+                                f"{MAX_FORMAT_NUMBER} characters or digits")
+    return problems
+
+
 def check_rule_file(path: Path) -> tuple[Rule | None, list[str]]:
     """Parse and validate one rule file: the rule (None if invalid) and every problem found."""
     try:
@@ -58,7 +93,12 @@ def check_rule_file(path: Path) -> tuple[Rule | None, list[str]]:
         return None, [f"cannot read rule file ({exc})"]
     except tomllib.TOMLDecodeError as exc:
         return None, [f"invalid TOML ({exc})"]
-    problems: list[str] = []
+    except RecursionError:  # the TOML parser recurses into nested inline tables
+        return None, [f"nested more than {MAX_DEPTH} levels deep (conditions combine at most "
+                      "a few all/any)"]
+    problems: list[str] = _bounded(data)
+    if problems:
+        return None, problems
     rule = None
     function = data.get("function")
     # A function rule's severity and confidence steps may read the values it computes.
