@@ -89,3 +89,21 @@ def test_a_format_width_bomb_is_refused_before_it_runs(tmp_path, capsys):
     assert "more than 64" in _one_line_error(["rules", "--check", str(tmp_path)], capsys)
     assert "more than 64" in _one_line_error(
         ["analyze", str(DETAILS), "--rules", str(tmp_path)], capsys)
+
+
+def test_a_negative_duration_is_not_a_time(tmp_path, capsys):
+    """A details page whose first launch lasts -49 us (edited here): no negative total, no
+    negative saving, and a warning naming the launch."""
+    text = DETAILS.read_text()
+    row = next(ln for ln in text.splitlines() if '"Duration"' in ln)
+    value = row.rsplit('","', 2)[-1].rstrip('",')
+    edited = text.replace(row, row.replace(f'"{value}"', f'"-{value}"'), 1)
+    path = tmp_path / "negative-duration.details.csv"
+    path.write_text(edited)
+    import json
+
+    assert main(["analyze", str(path), "-f", "json", "-o", str(tmp_path / "out.json")]) == 0
+    doc = json.loads((tmp_path / "out.json").read_text())
+    assert doc["summary"]["total_duration_ns"] >= 0
+    assert any("negative duration" in w for w in doc["warnings"])
+    assert all((f.get("estimated_saving_ns") or 0) >= 0 for f in doc["findings"])

@@ -96,7 +96,9 @@ def _flops(add: Series, mul: Series, fma: Series, hz: Series, dur: Series) -> Se
 
 QUANTITIES: tuple[Quantity, ...] = (
     # --- time and throughput (SpeedOfLight) ---
-    Quantity("duration_ns", "ns", "GPU time", (m(_DUR),)),
+    # A negative time is no time (a damaged or edited export): missing, and the reader warns.
+    Quantity("duration_ns", "ns", "GPU time",
+             (f((_DUR,), lambda d: d.where(d >= 0), "GPU time (missing where negative)"),)),
     Quantity("sm_pct", "%", "compute (SM) throughput",
              (m("sm__throughput.avg.pct_of_peak_sustained_elapsed"),)),
     Quantity("mem_pct", "%", "memory throughput",

@@ -388,6 +388,13 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
         _attach_pages(report, source_pages)
     report.session.update(_session(report))
     report.launches["duration_ns"] = report.launches["duration_ns"].astype("float64")
+    negative = report.launches["duration_ns"] < 0
+    if negative.any():  # impossible: kept as not measured, never summed or saved against
+        report.launches.loc[negative, "duration_ns"] = np.nan
+        ids = report.launches.loc[negative, "id"].tolist()
+        report.warnings.append(f"{int(negative.sum())} launch(es) with a negative duration "
+                               f"(IDs {', '.join(map(str, ids[:5]))}"
+                               f"{', ...' if len(ids) > 5 else ''}) are read as not measured")
     report.launches["invocations"] = (
         pd.to_numeric(report.launches["invocations"]).fillna(1).astype(np.int64))
     release_freed_memory()

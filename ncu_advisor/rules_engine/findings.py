@@ -320,6 +320,8 @@ def make_finding(rule: Rule, values: Mapping[str, float], *, severity: str | Non
     """
     saving = (speedup_pct / 100.0 * duration_ns
               if speedup_pct is not None and not np.isnan(duration_ns) else None)
+    if saving is not None and not saving >= 0:  # a saving is never negative
+        saving = None
     texts = _texts_of(rule)
     title = None  # filled from the rule's template when read
     if title_prefix or title_suffix:
