@@ -11,6 +11,13 @@ class ReportParseError(NcuAdviseError):
     """An input file is missing, empty, not an Nsight Compute export, or unreadable."""
 
 
+class ReportNotFoundError(ReportParseError, FileNotFoundError):
+    """An input path does not exist (also a ``FileNotFoundError``, as callers expect)."""
+
+    def __str__(self) -> str:  # one line, not OSError's "[Errno ...]" form
+        return str(self.args[0]) if self.args else ""
+
+
 class OutputError(NcuAdviseError):
     """An output cannot be written (an input, a folder, read-only, full disk, permissions)."""
 

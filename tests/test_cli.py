@@ -235,3 +235,15 @@ def test_the_advice_is_wrapped_never_cut(width):
     assert fixes and not any(ln.endswith("…") for ln in fixes)
     assert all(len(ln) <= width for ln in lines[start:] if not ln.lstrip().startswith("at "))
     assert "#8 tiny_reduce" in out
+
+
+def test_the_library_face_shows_its_names_and_short_reprs():
+    import ncu_advisor
+    from ncu_advisor import analyze, read_report
+
+    assert {"read_report", "analyze", "Report", "Analysis", "ReportParseError"} <= set(
+        dir(ncu_advisor))
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        read_report("no-such-report.csv")
+    text = repr(analyze(read_report(FORMS / "forms_app.ncu-rep")))
+    assert text.startswith("Analysis(9 launch(es)") and len(text) < 300

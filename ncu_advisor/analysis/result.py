@@ -41,6 +41,11 @@ class Analysis:
     regions: list[Region] = field(default_factory=list)
     limiters: Mapping[int, Limiter] = field(default_factory=dict)  # launch -> its one limiter
 
+    def __repr__(self) -> str:  # the dataclass repr printed every table whole
+        launches = len(self.report.launches)
+        return (f"Analysis({launches} launch(es), {len(self.findings)} finding(s), "
+                f"{len(self.not_evaluated)} not evaluated, sources={self.report.sources!r})")
+
     @property
     def validity(self) -> list[dict]:
         """What limits trust in the numbers (``validity.py``); reads ``extra_session`` too."""

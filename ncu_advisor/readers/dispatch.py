@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..errors import ReportParseError
+from ..errors import ReportNotFoundError, ReportParseError
 from ..report import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, Report
 from .common import base_suffix, path_text
 from .csv_export import read_csv_export
@@ -156,7 +156,7 @@ def expand_paths(paths: Iterable[str | os.PathLike],
         elif path.exists():  # a FIFO, socket or device: reading it could block for ever
             raise ReportParseError(f"{path}: not a regular file")
         else:
-            raise ReportParseError(f"{path}: no such file or directory")
+            raise ReportNotFoundError(f"{path}: no such file or directory")
     if not files:
         raise ReportParseError("no input given")
     return files
