@@ -75,3 +75,10 @@ def test_query_and_trend_never_write_into_the_store(work, capsys):
 def test_an_ordinary_output_is_still_written(work, capsys):
     assert main(["diff", "a.csv", "b.csv", "-o", "out.txt"]) == 0
     assert (work / "out.txt").stat().st_size > 0
+
+
+def test_a_report_may_be_written_beside_a_rule_folders_rules(work, capsys):
+    rules = work / "myrules"
+    rules.mkdir()
+    assert main(["analyze", "a.csv", "--rules", str(rules), "-o", str(rules / "report.txt")]) == 0
+    assert (rules / "report.txt").stat().st_size > 0

@@ -19,7 +19,7 @@ from .common import (
     warn,
     write_atomic,
 )
-from .output import check_output_file, check_output_folder, write_files
+from .output import check_output_file, check_output_folder, rule_files_kept, write_files
 
 
 def analyze(
@@ -55,7 +55,8 @@ def analyze(
     from ..rules_engine.loader import load_rules
 
     if output is not None:  # before any work: never overwrite what this command reads
-        check_output_file(output, paths, kept=[*(rules or []), *([origins] if origins else [])])
+        check_output_file(output, paths,
+                          kept=[*rule_files_kept(rules), *([origins] if origins else [])])
     loaded = load_rules(rules)  # a bad rule file fails before a large report is read
     if origins is not None:  # so does a bad origins table
         from ..derive.origin import origin_table

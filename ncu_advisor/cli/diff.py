@@ -88,7 +88,7 @@ def diff_command(
     from ..diff.compare import diff_runs, evaluate_gates
     from ..errors import NcuAdviseError
     from .common import warn, write_atomic
-    from .output import check_output_file
+    from .output import check_output_file, rule_files_kept
 
     if noise_floor_us < 0 or min_share < 0:
         raise NcuAdviseError("--noise-floor-us and --min-share must be >= 0")
@@ -96,7 +96,7 @@ def diff_command(
         check_output_file(
             output, [p for p in (before, after, *(before_repeat or []), *(after_repeat or []))
                      if p is not None],
-            kept=[*(rules or []), *([baseline_store] if baseline_store else [])])
+            kept=[*rule_files_kept(rules), *([baseline_store] if baseline_store else [])])
     if baseline_store is not None:
         if after is not None or before is None:
             raise NcuAdviseError("with --baseline-store give only the run to judge: ncu-advise "

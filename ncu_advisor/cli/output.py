@@ -82,6 +82,18 @@ def check_output_file(output: Path, inputs: Iterable[str | os.PathLike],
                               "(rules, origins or a store); refusing")
 
 
+def rule_files_kept(rules: Iterable[str | os.PathLike] | None) -> list[Path]:
+    """The files of ``--rules`` folders an output must not overwrite (rules and their cases).
+
+    The files, not the folders: a report may be written beside a rule folder's rules.
+    """
+    kept: list[Path] = []
+    for given in rules or []:
+        path = Path(given)
+        kept.extend(sorted(path.glob("*.toml")) if path.is_dir() else [path])
+    return kept
+
+
 def check_output_folder(output: Path, inputs: Iterable[str | os.PathLike],
                         names: Iterable[str]) -> None:
     """Refuse an output folder that is a file, or whose files-to-be are inputs."""
