@@ -4,7 +4,7 @@ Offline (no GPU): for every full-set capture that tests/test_advise_set.py check
 the advisor set's metrics against the same minus one group (the per-instruction counters, the
 tensor-path counters, ...); then, for every launch with tensor work, the tensor FLOPs the
 counters give against an estimate from tensor-pipe utilization x the FP16 tensor peak.
-Run: python benchmarks/advise_set_drops.py   (BENCHMARKS.md section 7 quotes it)
+Run: python benchmarks/advise_set_drops.py   (BENCHMARKS.md, "Profiling cost", quotes it)
 """
 
 from __future__ import annotations

@@ -29,36 +29,6 @@ app = typer.Typer(
 )
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 def _register_commands() -> None:
     """Register every command; each lives in a module of its own (in ``--help``'s order)."""
     from .analyze import analyze, export

@@ -5,8 +5,8 @@ overhead; otherwise the busiest unit names the limit when it runs at 60% of its 
 (a memory level, a pipe, the issue slots: Nsight Compute's own threshold for a throughput
 limit); below that, a grid of fewer blocks than SMs or of less than one wave is the launch
 shape (as ncu's Small Grid), else the launch is latency-bound, by too few warps or by its
-dominant stall. The headroom is how far the limiting
-unit is from its roof (for latency, how far the busiest unit is from its own).
+dominant stall. The headroom is how far the limiting unit is from its roof (for latency, how far
+the busiest unit is from its own).
 
 The units come from whatever the export holds: per-pipe utilizations and stall reasons (raw
 page, ``.ncu-rep``), or only the speed-of-light breakdown (details page, text): a form that

@@ -1,17 +1,16 @@
 """Run a program under Nsight Compute: the first stage of the flow.
 
-``run_profile("./app", ["--size", "1024"], out_dir="out")`` finds ``ncu``, runs the program under
-it with the advisor section set (:mod:`ncu_advisor.profiling.sections`: only what the analysis
-reads), and
-returns the ``.ncu-rep``. ncu's own messages go to a log file (``--log-file``) that is followed
-for the live line (kernels profiled, passes, time left); the program's stdout and stderr stay
-its own, passed through and never parsed. The report is then exported as the raw page (one row
-per launch) and the details page (with ncu's rule rows), which the analysis reads: on the H200
-that took 1.4 s for 32 kernels, against 2.4 s reading the ``.ncu-rep`` through ``ncu_report``
-(BENCHMARKS.md section 7); ``export_csv=False`` reads the ``.ncu-rep`` instead. Ctrl-C stops
-ncu and the program and keeps what was profiled. Every failure raises an
-:class:`~ncu_advisor.errors.NcuAdviseError` with one line that says what happened and how to
-fix it.
+``run_profile("./app", ["--size", "1024"], out_dir="out")`` finds ``ncu``, runs the program
+under it with the advisor section set (:mod:`ncu_advisor.profiling.sections`: only what the
+analysis reads), and returns the ``.ncu-rep``. ncu's own messages go to a log file
+(``--log-file``) that is followed for the live line (kernels profiled, passes, time left); the
+program's stdout and stderr stay its own, passed through and never parsed. The report is then
+exported as the raw page (one row per launch) and the details page (with ncu's rule rows), which
+the analysis reads: on the H200 that took 1.4 s for 32 kernels, against 2.4 s reading the
+``.ncu-rep`` through ``ncu_report`` (BENCHMARKS.md, "Profiling cost"); ``export_csv=False``
+reads the ``.ncu-rep`` instead. Ctrl-C stops ncu and the program and keeps what was profiled.
+Every failure raises an :class:`~ncu_advisor.errors.NcuAdviseError` with one line that says what
+happened and how to fix it.
 
 This module is the orchestration (:func:`run_profile`, :class:`ProfileResult`); the parts
 live by job:
@@ -327,21 +326,20 @@ def read_profiled(result, lean: bool = False):
     from ..readers import read_report
 
     reading = lean_reading() if lean else {}
+    if result.raw_csv is None and result.ncu is not None:  # the .ncu-rep, else its export
+        try:
+            return read_report(result.report_files, **reading)
+        except NcuAdviseError as exc:
+            why = str(exc)
+        started = time.monotonic()
+        result.raw_csv, result.details_csv = export_csvs(result.ncu, result.rep_path)
+        result.timings["export"] = time.monotonic() - started
+        result.warnings.append(f"read the CSV export: the .ncu-rep reader failed ({why})")
     try:
         return read_report(result.report_files, **reading)
     except NcuAdviseError as exc:
-        if result.raw_csv is not None:
-            return _read_the_pages_that_read(result, exc, reading)
-        if result.ncu is None:
+        if result.raw_csv is None:
             raise
-        why = str(exc)
-    started = time.monotonic()
-    result.raw_csv, result.details_csv = export_csvs(result.ncu, result.rep_path)
-    result.timings["export"] = time.monotonic() - started
-    result.warnings.append(f"read the CSV export: the .ncu-rep reader failed ({why})")
-    try:
-        return read_report(result.report_files, **reading)
-    except NcuAdviseError as exc:
         return _read_the_pages_that_read(result, exc, reading)
 
 

@@ -27,7 +27,6 @@ except ImportError:  # pragma: no cover - exercised on Windows only
     fcntl = None
 
 
-
 STORE_SCHEMA_VERSION = 1
 
 
