@@ -13,6 +13,7 @@ W=/tmp/corpus_work; R=/tmp/reps; P=sample_programs/corpus
 ARCHIVE=corpus.tar.xz
 DEADLINE=${DEADLINE_S:-540}
 KEEP_REP_BYTES=${KEEP_REP_BYTES:-3500000}   # .ncu-rep files kept when at most this size
+CAPTURE_S=${CAPTURE_S:-240}                  # the most one capture may take
 mkdir -p $W/corpus $W/logs $R
 . scripts/gpu_lib.sh
 export PYTHONUNBUFFERED=1
@@ -25,7 +26,7 @@ budget() {  # seconds a step may take: what is left before the deadline, at most
 }
 
 capture() {
-  local name=$1 cmd t; cmd=$(command_of "$name"); t=$(budget 240)
+  local name=$1 cmd t; cmd=$(command_of "$name"); t=$(budget $CAPTURE_S)
   [ -n "$cmd" ] || { log "unknown capture $name"; return; }
   [ "$t" -ge 45 ] || { log "skip $name: too little time left"; echo "$name" >> $W/logs/skipped.txt; return; }
   log "capture $name ($cmd), limit ${t}s"
@@ -33,7 +34,8 @@ capture() {
   timeout $t $NCU -o $R/$name --csv --page details python3 $P/$cmd \
     > $W/corpus/$name.live.csv 2> $W/logs/$name.ncu.log
   echo "rc=$?" >> $W/logs/$name.ncu.log
-  grep -q '^"ID",' $W/corpus/$name.live.csv || { mv $W/corpus/$name.live.csv $W/logs/$name.stdout.txt; }
+  # stdout is kept as it is even when cut short: the reader decides what it holds
+  grep -q '^"ID",' $W/corpus/$name.live.csv || log "$name: no CSV header on stdout (cut short?)"
   [ -f $R/$name.ncu-rep ] || { log "no report for $name"; return; }
   ncu --import $R/$name.ncu-rep --csv > $W/corpus/$name.details.csv 2>> $W/logs/$name.import.log
   ncu --import $R/$name.ncu-rep --csv --page raw > $W/corpus/$name.raw.csv 2>> $W/logs/$name.import.log

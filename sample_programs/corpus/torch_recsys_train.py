@@ -17,7 +17,7 @@ p.add_argument("--fused-adam", action="store_true")
 args = p.parse_args()
 torch.manual_seed(0)
 dev = DEV
-B, TABLES, ROWS, DIM, BAG, DENSE = 4096, 8, 200_000, 64, 16, 13
+B, TABLES, ROWS, DIM, BAG, DENSE = 4096, 8, 50_000, 64, 16, 13
 
 
 class DLRM(nn.Module):
