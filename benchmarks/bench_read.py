@@ -1,7 +1,7 @@
 """Reading speed: `ncu-advise analyze` vs a bare pandas.read_csv of a 30 MB details export.
 
 The input is generated here from a real capture: sample_reports/forms/
-forms_app.import.details.all.csv (`ncu --import --csv --print-details all`, 4.5 MB, 9 launches)
+forms_app.import.details.all.csv.gz (`ncu --import --csv --print-details all`, 4.5 MB, 9 launches)
 is repeated with renumbered launch IDs until it reaches the target size, and written to a temp
 folder as generated_details_all_30mb.csv. Run: python benchmarks/bench_read.py [--mb 30]
 """
@@ -24,7 +24,7 @@ import pandas as pd
 from ncu_advisor import analyze, read_report
 
 SOURCE = (Path(__file__).resolve().parent.parent / "sample_reports" / "forms"
-          / "forms_app.import.details.all.csv")
+          / "forms_app.import.details.all.csv.gz")
 
 
 def make_input(folder: Path, mb: float) -> Path:

@@ -16,7 +16,7 @@ from ncu_advisor.rules_engine.loader import load_rules
 ROOT = Path(__file__).resolve().parent.parent
 DEMOS = ROOT / "sample_reports" / "demos"
 OTHER = {
-    "forms_app": [ROOT / "sample_reports/forms/forms_app.ncu-rep"],
+    "forms_app": [ROOT / "sample_reports/forms/forms_app.ncu-rep.gz"],
     "torch_mlp": [ROOT / "docs/examples/torch_mlp/torch_mlp.raw.csv",
                   ROOT / "docs/examples/torch_mlp/torch_mlp.details.csv"],
     "occ_sweep": [ROOT / "sample_reports/occupancy/occ_sweep2.ncu-rep"],

@@ -21,7 +21,7 @@ from ncu_advisor.readers import read_report
 from ncu_advisor.render.html import render_html
 
 ROOT = Path(__file__).resolve().parents[1]
-FORMS = ROOT / "sample_reports" / "forms" / "forms_app.ncu-rep"
+FORMS = ROOT / "sample_reports" / "forms" / "forms_app.ncu-rep.gz"
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable",
               "chrome", "headless_shell")
 CHROMIUM = next((path for name in CANDIDATES if (path := shutil.which(name))), None)

@@ -27,7 +27,7 @@ def run(args: list[str], capsys) -> tuple[int, str, str]:
 
 
 def test_analyze_text_lists_launches_by_time_and_top_findings(capsys):
-    code, out, err = run(["analyze", str(FORMS / "forms_app.ncu-rep")], capsys)
+    code, out, err = run(["analyze", str(FORMS / "forms_app.ncu-rep.gz")], capsys)
     assert code == 0 and err == ""
     lines = out.splitlines()
     assert lines[0].startswith("ncu-advise: 9 launch(es) of 6 kernel(s)")
@@ -78,7 +78,7 @@ def test_summary_input_gives_one_entry_per_kernel_with_invocations(capsys):
 
 def test_html_output_is_written_atomically_and_escaped(tmp_path, capsys):
     target = tmp_path / "report.html"
-    code, _, err = run(["analyze", str(FORMS / "forms_app.ncu-rep"), "-f", "html", "-o",
+    code, _, err = run(["analyze", str(FORMS / "forms_app.ncu-rep.gz"), "-f", "html", "-o",
                         str(target)], capsys)
     assert code == 0 and f"wrote {target}" in err
     html = target.read_text()
@@ -94,7 +94,7 @@ def test_html_output_is_written_atomically_and_escaped(tmp_path, capsys):
     (["rules", "no.such-rule"], "no rule 'no.such-rule'"),
     (["demo", "no-such-demo"], "unknown demo"),
     (["analyse", "x"], "unknown command 'analyse'; did you mean 'analyze'?"),
-    (["analyze", str(FORMS / "forms_app.ncu-rep"), "--rules", "/no/such/dir"],
+    (["analyze", str(FORMS / "forms_app.ncu-rep.gz"), "--rules", "/no/such/dir"],
      "rules folder does not exist"),
 ])
 def test_bad_input_one_line_exit_2(args, message, capsys):
@@ -224,7 +224,7 @@ def test_the_advice_is_wrapped_never_cut(width):
     from ncu_advisor import analyze, read_report
     from ncu_advisor.render.text import render_text
 
-    doc = analyze(read_report(FORMS / "forms_app.ncu-rep")).to_dict()
+    doc = analyze(read_report(FORMS / "forms_app.ncu-rep.gz")).to_dict()
     out = render_text(doc, width=width)
     lines = out.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith("Top findings"))
@@ -245,5 +245,5 @@ def test_the_library_face_shows_its_names_and_short_reprs():
         dir(ncu_advisor))
     with pytest.raises(FileNotFoundError, match="no such file"):
         read_report("no-such-report.csv")
-    text = repr(analyze(read_report(FORMS / "forms_app.ncu-rep")))
+    text = repr(analyze(read_report(FORMS / "forms_app.ncu-rep.gz")))
     assert text.startswith("Analysis(9 launch(es)") and len(text) < 300

@@ -79,7 +79,7 @@ def test_user_rules_directory_adds_rules(tmp_path):
     _rule_file(tmp_path, GOOD_RULE)
     rules = load_rules([tmp_path])
     assert "custom.example" in {r.id for r in rules}
-    report = read_cached(FORMS / "forms_app.ncu-rep")
+    report = read_cached(FORMS / "forms_app.ncu-rep.gz")
     result = analyze(report, rules=rules)
     fired = {f.launch for f in result.findings if f.rule == "custom.example"}
     assert fired == {1, 2}  # copy_strided (4 B/sector) and scale_vec<float,4> (8 B/sector)
@@ -125,5 +125,5 @@ def test_basic_set_report_says_what_it_could_not_evaluate():
 
 
 def test_full_set_report_evaluates_every_kernel_rule():
-    result = analysis_cached(FORMS / "forms_app.ncu-rep")
+    result = analysis_cached(FORMS / "forms_app.ncu-rep.gz")
     assert result.not_evaluated == []

@@ -122,7 +122,7 @@ def test_session_and_source_pages(path):
 def test_there_are_captures():
     assert len(CAPTURES) >= 150
     forms = {_form(p) + (".gz" if p.suffix == ".gz" else "") for p in CAPTURES}
-    assert forms == {".csv", ".csv.gz", ".ncu-rep", ".txt", ".txt.gz"}
+    assert forms == {".csv", ".csv.gz", ".ncu-rep", ".ncu-rep.gz", ".txt", ".txt.gz"}
     assert len(PAGE_FILES) >= 9  # 1 session, 4 source CSV, 4 source text
 
 

@@ -27,7 +27,7 @@ from ncu_advisor.render.html import render_html
 from ncu_advisor.render.html_view import PRINT_METRICS_MAX, build_page
 
 ROOT = Path(__file__).resolve().parents[1]
-FORMS = ROOT / "sample_reports" / "forms" / "forms_app.ncu-rep"
+FORMS = ROOT / "sample_reports" / "forms" / "forms_app.ncu-rep.gz"
 TEMPLATES = ROOT / "ncu_advisor" / "render" / "templates"
 NASTY = 'void f<a&b, "q">(int, char *)'
 FIXED_TIME = "2026-11-29T19:40:00+00:00"

@@ -20,7 +20,9 @@ from ncu_advisor.derive.occupancy_report import occupancy_from_report
 from ncu_advisor.errors import NcuAdviseError
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_reports"
-CAPTURES = sorted(p for p in SAMPLES.rglob("*") if p.suffix in (".ncu-rep", ".csv"))
+CAPTURES = sorted(p for p in SAMPLES.rglob("*")  # gzipped .ncu-rep files too (not .csv.gz:
+                   # the corpus' gzipped exports are covered by test_corpus)
+                   if p.suffix in (".ncu-rep", ".csv") or p.name.endswith(".ncu-rep.gz"))
 
 
 @cache

@@ -37,14 +37,16 @@ from ncu_advisor.errors import NcuAdviseError
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_reports"
-CAPTURES = sorted(p for p in SAMPLES.rglob("*") if p.suffix in (".ncu-rep", ".csv"))
+CAPTURES = sorted(p for p in SAMPLES.rglob("*")  # gzipped .ncu-rep files too (not .csv.gz:
+                   # the corpus' gzipped exports are covered by test_corpus)
+                   if p.suffix in (".ncu-rep", ".csv") or p.name.endswith(".ncu-rep.gz"))
 NEEDED = ["launch__block_size", "launch__registers_per_thread", NCU_THEORETICAL_PCT,
           *NCU_LIMIT_METRICS.values()]
 # Captures that must be checked, and how many launches each holds with occupancy metrics
 # (the sweep's 24th launch failed and has no metrics).
 REQUIRED = {
     "occupancy/occ_sweep.ncu-rep": 23,
-    "forms/forms_app.ncu-rep": 9,
+    "forms/forms_app.ncu-rep.gz": 9,
     "forms/torch_mlp.live.nvtx.csv": 8,
 }
 
@@ -93,7 +95,7 @@ def test_enough_launches_checked() -> None:
     assert len([n for n in counts.values() if n]) >= 15
 
 
-@pytest.mark.parametrize("name", ["occupancy/occ_sweep.ncu-rep", "forms/forms_app.ncu-rep",
+@pytest.mark.parametrize("name", ["occupancy/occ_sweep.ncu-rep", "forms/forms_app.ncu-rep.gz",
                                   "forms/torch_mlp.live.nvtx.csv"])
 def test_predicted_carveout_matches_the_driver(name: str) -> None:
     table = checked(SAMPLES / name)

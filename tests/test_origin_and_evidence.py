@@ -88,5 +88,5 @@ def test_ncu_rep_rule_types_match_the_csv_export():
         rules = read_report(path).ncu_rules.dropna(subset=["type"])
         return sorted(zip(rules["rule"], rules["type"], strict=True))
 
-    assert kinds(FOREIGN / "triton_kernels.ncu-rep") == kinds(
+    assert kinds(FOREIGN / "triton_kernels.ncu-rep.gz") == kinds(
         FOREIGN / "triton_kernels.details.csv")

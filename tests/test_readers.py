@@ -21,7 +21,7 @@ from ncu_advisor.report import _wide_view
 from ncu_advisor.units import normalize_unit
 
 FORMS = Path(__file__).resolve().parent.parent / "sample_reports" / "forms"
-REP = FORMS / "forms_app.ncu-rep"
+REP = FORMS / "forms_app.ncu-rep.gz"
 APP_KERNELS = ["copy_coalesced", "copy_strided", "scale_vec", "scale_vec", "apply_pair",
                "saxpy", "saxpy", "saxpy", "tiny_reduce"]
 PER_LAUNCH_FORMS = sorted(p.name for p in FORMS.glob("forms_app.*.csv") if "summary" not in p.name)
@@ -125,7 +125,7 @@ def test_labels_resolve_to_metric_names_with_section_context():
 
 
 def test_print_details_all_skips_inline_tables_and_prose():
-    report = read_cached(FORMS / "forms_app.import.details.all.csv")
+    report = read_cached(FORMS / "forms_app.import.details.all.csv.gz")
     assert len(report.launches) == 9
     assert report.metrics["metric"].notna().all()
     numa = report.metrics[report.metrics["metric"].fillna("").str.contains("numa", case=False)]
@@ -350,7 +350,7 @@ def test_a_compressed_or_renamed_report_reads_as_the_report(tmp_path, packing):
     """`.ncu-rep.gz`, a zstd-compressed `.ncu-repz` and a report without its suffix are known
     by content (the zstd case is our own compression of a real report: no ncu here writes
     .ncu-repz, which Nsight Compute 2026.3 does by default)."""
-    data = REP.read_bytes()
+    data = gzip.decompress(REP.read_bytes())  # the capture is stored gzipped
     if packing == "gzip":
         target = tmp_path / "forms_app.ncu-rep.gz"
         target.write_bytes(gzip.compress(data))

@@ -354,7 +354,7 @@ def test_control_characters_in_names_are_escaped(capsys, tmp_path):
 
 # --- lean and linear reading ----------------------------------------------------------------
 
-@pytest.mark.parametrize("path", [RAW, FORMS / "forms_app.ncu-rep", DETAILS])
+@pytest.mark.parametrize("path", [RAW, FORMS / "forms_app.ncu-rep.gz", DETAILS])
 def test_lean_read_analyzes_identically(path):
     full = analysis_cached(path).to_dict()
     lean_report = read_report(path, **lean_reading())

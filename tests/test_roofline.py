@@ -67,6 +67,6 @@ def test_datasheet_table_when_the_report_has_no_peaks():
 
 
 def test_measured_bandwidth_is_shown_beside_the_peak():
-    report = read_cached(ROOT / "sample_reports/forms/forms_app.ncu-rep")
+    report = read_cached(ROOT / "sample_reports/forms/forms_app.ncu-rep.gz")
     r = analyze(report, measured_bandwidth=4.214e12).rooflines[0].to_dict()
     assert r["measured_bandwidth"] == 4.214e12 and r["peak_bandwidth"] > r["measured_bandwidth"]

@@ -84,7 +84,7 @@ def test_coalescing_loads_and_stores_are_told_apart(page_analyses):
 @pytest.mark.slow
 @pytest.mark.parametrize("demo", ["coalescing", "bank-conflicts", "local-memory"])
 def test_ncu_rep_names_the_same_lines(page_analyses, demo):
-    analysis = analyze(read_report(LINEINFO / f"{demo}.ncu-rep"))
+    analysis = analyze(read_report(LINEINFO / f"{demo}.ncu-rep.gz"))
     assert not analysis.report.source_lines.empty
     for (name, rule), (line, _, _) in EXPECTED.items():
         if name != demo:
@@ -160,7 +160,7 @@ def test_ncu_rep_lines_read_by_several_children_are_the_same(monkeypatch):
     child per few launches; how the launches are split must not change the table."""
     from ncu_advisor.readers import ncu_rep_child
 
-    path = ROOT / "sample_reports/forms/forms_app.ncu-rep"
+    path = ROOT / "sample_reports/forms/forms_app.ncu-rep.gz"
     whole = read_report(path).source_lines
     monkeypatch.setattr(ncu_rep_child, "LINES_PER_CHILD", 1)
     split = read_report(path).source_lines

@@ -200,7 +200,7 @@ def test_text_read_with_its_details_csv_merges_into_one_set_of_launches():
     (LINEINFO / "coalescing.source.csv", "source"),
     (LINEINFO / "local-memory.source.csv.gz", "source"),
     (LINEINFO / "coalescing.source.txt", "source-text"),
-    (FOREIGN / "triton_kernels.ncu-rep", "ncu-rep"),
+    (FOREIGN / "triton_kernels.ncu-rep.gz", "ncu-rep"),
 ])
 def test_detect_form(path, form):
     assert detect_form(path, read_head(path)) == form

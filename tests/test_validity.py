@@ -53,7 +53,7 @@ def test_metrics_ncu_could_not_collect_are_named(live_full):
 
 
 def test_na_values_are_reported():
-    analysis = analyze(read_report(FORMS / "forms_app.import.details.all.csv"))
+    analysis = analyze(read_report(FORMS / "forms_app.import.details.all.csv.gz"))
     (entry,) = _checks(analysis, "unavailable-metrics")
     assert "exported as n/a" in entry["message"] and "ctc__" in entry["message"]
 
@@ -93,7 +93,7 @@ def test_short_launches_and_merged_exports(torch_ops):
 
 
 def test_the_same_launches_read_twice_are_flagged():
-    analysis = analyze(read_report([LINEINFO / "coalescing.ncu-rep",
+    analysis = analyze(read_report([LINEINFO / "coalescing.ncu-rep.gz",
                                     LINEINFO / "coalescing.raw.csv.gz"]))
     (entry,) = _checks(analysis, "duplicate-launches")
     assert entry["severity"] == "warning" and "counted twice" in entry["message"]

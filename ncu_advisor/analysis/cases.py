@@ -55,7 +55,7 @@ VARIANTS = ("bad", "good", "all")
 
 #: The captures a case may name besides the demos: their files, under the project root.
 CAPTURES: dict[str, tuple[str, ...]] = {
-    "forms_app": ("sample_reports/forms/forms_app.ncu-rep",),
+    "forms_app": ("sample_reports/forms/forms_app.ncu-rep.gz",),
     "torch_mlp": ("docs/examples/torch_mlp/torch_mlp.raw.csv",
                   "docs/examples/torch_mlp/torch_mlp.details.csv"),
     "occ_sweep": ("sample_reports/occupancy/occ_sweep2.ncu-rep",),
