@@ -1,7 +1,8 @@
 """Advice quality on labelled captures, per export form and split (../shared/EVALUATION.md).
 
 Sets: ``corpus`` (sample_reports/corpus/, the blind evaluation corpus: labels in
-tests/data/corpus_labels.toml, dev and sealed programs), and the older dev sets ``foreign``
+tests/data/corpus*_labels.toml, dev and sealed programs, splits as corpus_splits.toml moved
+them), and the older dev sets ``foreign``
 and ``holdout``. For each form a capture was exported in, every labelled capture is analysed
 and scored (benchmarks/evaluation.py): strict and lenient precision of medium/high findings,
 slot and group recall, first-action agreement, and Nsight Compute's own rules on the same
@@ -17,20 +18,29 @@ import argparse
 import json
 import sys
 import tomllib
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from evaluation import Tally, estimated_saving_ns, load_labels, score_analysis  # noqa: E402
+from evaluation import (  # noqa: E402
+    Tally,
+    estimated_saving_ns,
+    load_corpus_labels,
+    load_labels,
+    score_analysis,
+)
 
 from ncu_advisor import analyze, read_report  # noqa: E402
 from ncu_advisor.errors import ReportParseError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
-SETS = {"corpus": (ROOT / "sample_reports" / "corpus", DATA / "corpus_labels.toml"),
-        "foreign": (ROOT / "sample_reports" / "foreign", DATA / "foreign_labels.toml"),
-        "holdout": (ROOT / "sample_reports" / "holdout", DATA / "holdout_labels.toml")}
+# Set name -> (its captures' folder, the function that loads its labels).
+SETS = {"corpus": (ROOT / "sample_reports" / "corpus", load_corpus_labels),
+        "foreign": (ROOT / "sample_reports" / "foreign",
+                    partial(load_labels, DATA / "foreign_labels.toml")),
+        "holdout": (ROOT / "sample_reports" / "holdout",
+                    partial(load_labels, DATA / "holdout_labels.toml"))}
 FIXES = DATA / "corpus_fixes.toml"
 # Form name -> file-name patterns (relative to the capture's stem).
 FORMS = {
@@ -63,8 +73,8 @@ def analysis_of(files: tuple[Path, ...]):
 
 def measure(which: str, split: str = "all", forms: list[str] | None = None) -> dict:
     """Scores per form: {form: {"ncu-advise": Tally, "ncu rules": Tally, "captures": n}}."""
-    folder, labels_file = SETS[which]
-    labels = load_labels(labels_file)
+    folder, labels_of = SETS[which]
+    labels = labels_of()
     results: dict[str, dict] = {}
     for form in forms or list(FORMS):
         ours, theirs, captures = Tally(), Tally(), 0
@@ -100,12 +110,15 @@ def _total_ns(analysis, launch_ids: list[int] | None = None) -> float:
 def fix_savings(split: str = "all", form: str = "raw") -> list[dict]:
     """Estimated and measured saving of every applied fix in corpus_fixes.toml.
 
-    Measured: the GPU time of the launches before the fix minus after it, both from the
-    captures (ncu's durations); and, where the fix is a program variant, the median wall time
-    of a step before and after (sample_reports/corpus/timings.jsonl, no ncu).
+    Two kinds of fix. In-program pairs (``before_launches``/``after_launches``): measured is
+    the GPU time of those launches before minus after, from the captures (ncu's durations).
+    Program variants (``wall``, no launch lists): the estimate is the category's saving over
+    the whole baseline capture, measured is the median step time before minus after
+    (sample_reports/corpus/timings.jsonl, no ncu); a capture cut by the profiling limit holds
+    part of the step, so its estimate covers that part only (``cut`` says so).
     """
-    folder, labels_file = SETS["corpus"]
-    labels = load_labels(labels_file)
+    folder, labels_of = SETS["corpus"]
+    labels = labels_of()
     fixes = tomllib.loads(FIXES.read_text(encoding="utf-8"))["fix"]
     timings = {}
     timing_file = folder / "timings.jsonl"
@@ -119,19 +132,26 @@ def fix_savings(split: str = "all", form: str = "raw") -> list[dict]:
         if program is None or (split != "all" and program.split != split):
             continue
         before = files_for(folder, fix["before"], form)
-        after = files_for(folder, fix.get("after", fix["before"]), form)
-        if before is None or after is None:
+        if before is None:
             continue
-        a, b = analysis_of(tuple(before)), analysis_of(tuple(after))
-        ids_before, ids_after = fix.get("before_launches"), fix.get("after_launches")
+        a = analysis_of(tuple(before))
+        ids_before = fix.get("before_launches")
         estimate = estimated_saving_ns(a, fix["category"], ids_before)
-        measured = _total_ns(a, ids_before) - _total_ns(b, ids_after)
         row = {"fix": fix["name"], "category": fix["category"], "split": program.split,
-               "estimated_ns": estimate, "measured_ns": measured,
-               "ratio": estimate / measured if measured > 0 else None}
+               "estimated_ns": estimate, "measured_ns": None, "ratio": None,
+               "cut": bool(fix.get("cut", False))}
+        if ids_before is not None:
+            after = files_for(folder, fix.get("after", fix["before"]), form)
+            if after is None:
+                continue
+            b = analysis_of(tuple(after))
+            row["measured_ns"] = _total_ns(a, ids_before) - _total_ns(b, fix["after_launches"])
         wall = fix.get("wall")
         if wall and all(tuple(k) in timings for k in wall):
             row["measured_wall_ns"] = 1e6 * (timings[tuple(wall[0])] - timings[tuple(wall[1])])
+        measured = row["measured_ns"] if ids_before is not None else row.get("measured_wall_ns")
+        if measured is not None and measured > 0:
+            row["ratio"] = estimate / measured
         out.append(row)
     return out
 
@@ -190,8 +210,10 @@ def main(argv: list[str] | None = None) -> int:
         for f in fixes:
             wall = f.get("measured_wall_ns")
             ratio = f"{f['ratio']:.2f}" if f["ratio"] is not None else "n/a"
-            print(f"| {f['fix']} | {f['category']} | {f['split']} | "
-                  f"{f['estimated_ns'] / 1e3:,.1f} us | {f['measured_ns'] / 1e3:,.1f} us | "
+            captured = f["measured_ns"]
+            print(f"| {f['fix']}{' (capture cut)' if f['cut'] else ''} | {f['category']} | "
+                  f"{f['split']} | {f['estimated_ns'] / 1e3:,.1f} us | "
+                  f"{'' if captured is None else f'{captured / 1e3:,.1f} us'} | "
                   f"{ratio} | {'' if wall is None else f'{wall / 1e3:,.1f} us'} |")
     if args.cases:
         for form, r in results.items():

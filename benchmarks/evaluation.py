@@ -79,6 +79,28 @@ class ProgramLabel:
     launches: dict[int, LaunchLabel] = field(default_factory=dict)
 
 
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+# The corpus' label files, one per labelling batch, each frozen on its own (tests/test_corpus.py).
+CORPUS_LABEL_FILES = (DATA / "corpus_labels.toml", DATA / "corpus2_labels.toml")
+# Splits changed after a sealed score (a sealed program is scored once, then joins dev).
+CORPUS_SPLITS = DATA / "corpus_splits.toml"
+
+
+def load_corpus_labels() -> dict[str, ProgramLabel]:
+    """Every labelled corpus capture, with the split it has now."""
+    programs: dict[str, ProgramLabel] = {}
+    for path in CORPUS_LABEL_FILES:
+        batch = load_labels(path)
+        twice = programs.keys() & batch.keys()
+        if twice:
+            raise ValueError(f"{path.name}: labelled twice: {sorted(twice)}")
+        programs.update(batch)
+    moves = tomllib.loads(CORPUS_SPLITS.read_text(encoding="utf-8")).get("moved", [])
+    for move in moves:
+        programs[move["name"]].split = move["to"]
+    return programs
+
+
 def load_labels(path: str | Path) -> dict[str, ProgramLabel]:
     """Read a labels file: capture name -> its labels."""
     data = tomllib.loads(Path(path).read_text(encoding="utf-8"))

@@ -17,7 +17,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from advice_quality import SETS, files_for  # noqa: E402
-from evaluation import load_labels  # noqa: E402
 
 from ncu_advisor import analyze, read_report  # noqa: E402
 
@@ -47,13 +46,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", default="corpus", choices=list(SETS))
     p.add_argument("--all", action="store_true", help="list every launch, not only the "
                    "disagreements")
+    p.add_argument("--sealed", action="store_true", help="include the sealed programs "
+                   "(only when the sealed split is scored)")
     args = p.parse_args(argv)
-    folder, labels_file = SETS[args.set]
+    folder, labels_of = SETS[args.set]
     agree: Counter = Counter()
     total: Counter = Counter()
     same_across_forms = [0, 0]
     lines = []
-    for name in load_labels(labels_file):
+    for name, label in labels_of().items():
+        if label.split == "sealed" and not args.sealed:
+            continue  # the tool's output on a sealed capture is looked at once, when scored
         details = files_for(folder, name, "details")
         raw = files_for(folder, name, "raw")
         if details is None:
