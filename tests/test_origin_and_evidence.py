@@ -90,3 +90,47 @@ def test_ncu_rep_rule_types_match_the_csv_export():
 
     assert kinds(FOREIGN / "triton_kernels.ncu-rep.gz") == kinds(
         FOREIGN / "triton_kernels.details.csv")
+
+
+CORPUS = ROOT / "sample_reports" / "corpus"
+# Library kernels of the corpus' dev captures that the origin table missed: their demangled
+# names start with a return type and namespaces, and cuSOLVER/cuSPARSE had no entry.
+LIBRARY_KERNELS = {
+    "cupy_libraries": {7: "cusolver", 38: "cusolver", 40: "cublas", 44: "cusparse"},
+    "torch_cnn_train": {4: "cudnn", 11: "cudnn", 54: "cudnn"},
+}
+INTERNALS = {"bank-conflicts", "coalescing", "launch-config", "occupancy", "fusion"}
+
+
+@pytest.mark.parametrize("capture", sorted(LIBRARY_KERNELS))
+def test_library_kernels_get_no_advice_about_their_internals(capture):
+    """cuSOLVER's potrf, cuBLAS' trsv, cuSPARSE's SpMV and cuDNN's layout conversion and
+    dgrad engine are library code: no medium/high finding on how they are written."""
+    from conftest import analysis_cached
+
+    analysis = analysis_cached(CORPUS / f"{capture}.details.csv.gz")
+    launches = analysis.report.launches
+    by_id = launches.set_index("id")
+    id_of = dict(zip(launches["launch"], launches["id"], strict=True))
+    table = origin_table()
+    for launch_id, origin in LIBRARY_KERNELS[capture].items():
+        assert table.classify(by_id.loc[launch_id, "name"]).id == origin, launch_id
+    seen = 0
+    for f in analysis.findings:
+        ids = set(f.kernel_ids) if f.launch is None else {id_of[f.launch]}
+        seen += bool(ids & set(LIBRARY_KERNELS[capture]))
+        if f.severity in ("high", "medium") and f.category in INTERNALS:
+            assert not ids & set(LIBRARY_KERNELS[capture]), (f.rule, sorted(ids))
+    assert seen  # the kernels do get findings (at info/low, or caller advice)
+
+
+def test_anchored_patterns_match_the_bare_function_name():
+    from ncu_advisor.derive.origin import name_forms
+
+    name = ("void engines_precompiled::nchwToNhwcKernel<float, float, float, 0, 1, 0>"
+            "(engines_precompiled::nchw2nhwc_params_t<T3>, const T1 *, T2 *)")
+    assert name_forms(name)[-1] == "nchwToNhwcKernel"
+    assert name_forms("transpose_naive") == ("transpose_naive",)
+    assert origin_table().role(name) == "layout"
+    # CuPy's scan helpers are not elementwise maps (no fusion or coalescing caller advice).
+    assert origin_table().role("cupy_bsum_shfl") is None

@@ -59,6 +59,9 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     "torch_mlp": ("docs/examples/torch_mlp/torch_mlp.raw.csv",
                   "docs/examples/torch_mlp/torch_mlp.details.csv"),
     "occ_sweep": ("sample_reports/occupancy/occ_sweep2.ncu-rep",),
+    # A dev capture of the evaluation corpus (never a sealed one): a transpose ladder, five
+    # versions of one operation run back to back over the same arrays.
+    "corpus_cuda_transpose": ("sample_reports/corpus/cuda_transpose.raw.csv.gz",),
 }
 
 Reader = Callable[[list[Path]], Any]

@@ -50,17 +50,34 @@ class OriginTable:
 
     def classify(self, name: str) -> Origin:
         """The first origin whose pattern matches the kernel name (user code if none)."""
+        forms = name_forms(name)
         for origin in self.origins:
-            if any(p.search(name) for p in origin.patterns):
+            if any(p.search(form) for p in origin.patterns for form in forms):
                 return origin
         return USER
 
     def role(self, name: str) -> str | None:
         """What the kernel does (matmul, layout, elementwise, multi-pass), if recognizable."""
+        forms = name_forms(name)
         for role, patterns in self.roles:
-            if any(p.search(name) for p in patterns):
+            if any(p.search(form) for p in patterns for form in forms):
                 return role
         return None
+
+
+# A demangled name's return type and namespaces ("void engines_precompiled::nchwToNhwcKernel<
+# float, ...>(...)"): patterns anchored at the start ("^nchwToNhwc") are written for the bare
+# function name, which ncu prints only in its short form.
+_RETURN_TYPE = re.compile(r"^(?:void|int|float|double|unsigned|bool)\s+")
+_QUALIFIED = re.compile(r"^((?:[A-Za-z_]\w*::)+)?([A-Za-z_]\w*)")
+
+
+def name_forms(name: str) -> tuple[str, ...]:
+    """The kernel name as printed, without its return type, and its bare function name."""
+    bare = _RETURN_TYPE.sub("", name, count=1)
+    match = _QUALIFIED.match(bare)
+    function = match.group(2) if match else bare
+    return tuple(dict.fromkeys((name, bare, function)))
 
 
 def _parse(text: str, where: str) -> dict:

@@ -81,6 +81,28 @@ def _same_region(a, b) -> bool | None:
     return bool(na == nb)
 
 
+_SHAPE = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
+
+
+def _same_shape(a, b) -> bool:
+    """The same grid and block (unknown sizes agree only with unknown ones)."""
+    return all(_same(getattr(a, k, None), getattr(b, k, None)) for k in _SHAPE)
+
+
+def _plausible_link(a, b) -> bool:
+    """Whether user kernels a -> b look like producer and consumer, not two versions.
+
+    Hand-written code that runs several versions of one operation back to back (a benchmark,
+    an optimization ladder) shows the same traffic pattern as a producer-consumer chain. The
+    steps of one computation over one array are launched over that array (one grid, one
+    block); versions of an operation differ in exactly that. Library elementwise launches
+    are sized by the library from the tensor and are linked by traffic alone.
+    """
+    library = bool(getattr(a, "origin_library", False)) or bool(getattr(b, "origin_library",
+                                                                        False))
+    return library or _same_shape(a, b)
+
+
 def _reads_previous_output(read: float, written: float) -> bool:
     """Whether a launch reads about as many bytes as the previous one wrote (0.5x to 3x).
 
@@ -94,8 +116,8 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
     """Find runs of consecutive memory-bound launches where each reads what the last wrote.
 
     Two launches chain when they run back to back in one process and stream, both are
-    memory-bound with low arithmetic intensity, and the second reads at least half as many
-    DRAM bytes as the first wrote. Fusing a chain keeps the intermediates on chip: the ideal
+    memory-bound with low arithmetic intensity, the second reads at least half as many DRAM
+    bytes as the first wrote, and, for user kernels, both have one launch shape. Fusing a chain keeps the intermediates on chip: the ideal
     traffic is the first launch's reads plus the last one's writes.
     """
     skipped = _missing(rule, quantities)
@@ -131,6 +153,7 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
         # or layer); a launch in another range starts a new chain.
         continues=lambda run, launch: candidate(launch)
         and _same_region(rows[run[-1]], rows[launch]) is not False
+        and _plausible_link(rows[run[-1]], rows[launch])
         and _reads_previous_output(reads[launch], writes[run[-1]]),
     )
 
