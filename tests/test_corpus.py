@@ -1,9 +1,10 @@
 """The blind evaluation corpus (sample_reports/corpus/, tests/data/corpus*_labels.toml).
 
-The labels are frozen, one file per labelling batch: their hashes are pinned here, so an edit fails until it is recorded as an
-erratum (the labels file's header says how). Every launch of every capture is labelled, in
-every form it was exported in. The dev split's baseline scores (BENCHMARKS.md, "Advice quality
-on the blind corpus") are kept as floors; the sealed split is never scored by a test.
+The labels are frozen, one file per labelling batch: their hashes are pinned here, so an edit
+fails until it is recorded as an erratum (the labels file's header says how). Every launch of
+every capture is labelled, in every form it was exported in. The dev split's scores
+(BENCHMARKS.md, "Advice quality on the blind corpus") are kept as floors; the sealed split is
+never scored by a test.
 """
 
 from __future__ import annotations

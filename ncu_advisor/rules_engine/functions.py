@@ -117,8 +117,9 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
 
     Two launches chain when they run back to back in one process and stream, both are
     memory-bound with low arithmetic intensity, the second reads at least half as many DRAM
-    bytes as the first wrote, and, for user kernels, both have one launch shape. Fusing a chain keeps the intermediates on chip: the ideal
-    traffic is the first launch's reads plus the last one's writes.
+    bytes as the first wrote, and, for user kernels, both have one launch shape. Fusing a
+    chain keeps the intermediates on chip: the ideal traffic is the first launch's reads plus
+    the last one's writes.
     """
     skipped = _missing(rule, quantities)
     if skipped:
