@@ -68,9 +68,11 @@ def test_library_findings_speak_to_the_caller(torch_details):
     conv = {cat: f.severity for (launch, cat), f in by.items() if launch == 12}
     assert conv["occupancy"] == conv["bank-conflicts"] == "info"
     assert conv["launch-config"] == "low"
-    chain = [f for f in a.findings if f.rule == "fusion.memory-bound-chain"]
-    assert [f.launch_ids for f in chain] == [[2, 3, 4, 5]]
-    assert chain[0].confidence == "high" and "torch.compile" in chain[0].advice
+    # PyTorch's eager ops are the eager-chain rule's, not the DRAM round-trip rule's.
+    assert not [f for f in a.findings if f.rule == "fusion.memory-bound-chain"]
+    chain = [f for f in a.findings if f.rule == "fusion.eager-chain"]
+    assert [2, 3, 4, 5] in [f.launch_ids[:4] for f in chain]
+    assert all("torch.compile" in f.advice for f in chain)
 
 
 def test_details_page_evidence_is_marked_and_less_sure():
@@ -132,5 +134,5 @@ def test_anchored_patterns_match_the_bare_function_name():
     assert name_forms(name)[-1] == "nchwToNhwcKernel"
     assert name_forms("transpose_naive") == ("transpose_naive",)
     assert origin_table().role(name) == "layout"
-    # CuPy's scan helpers are not elementwise maps (no fusion or coalescing caller advice).
-    assert origin_table().role("cupy_bsum_shfl") is None
+    # CuPy's scan helpers are passes of one algorithm, not elementwise maps.
+    assert origin_table().role("cupy_bsum_shfl") == "multi-pass"

@@ -14,7 +14,7 @@ import pandas as pd
 from ..derive.limiter import limiters
 from ..derive.ncu_evidence import ncu_rule_categories, ncu_rule_quantities
 from ..derive.occupancy_report import launch_occupancy
-from ..derive.origin import origin_table
+from ..derive.origin import op_label, origin_table
 from ..derive.quantities import compute_with_provenance
 from ..derive.roofline import Rooflines
 from ..derive.source_lines import attribute
@@ -79,6 +79,9 @@ def with_origin(launches: pd.DataFrame, origins: str | None = None) -> pd.DataFr
         origin=launches["name"].map(lambda n: found[n].id),
         origin_label=launches["name"].map(lambda n: found[n].label),
         origin_library=launches["name"].map(lambda n: found[n].library),
+        origin_eager=launches["name"].map(lambda n: found[n].eager),
+        op=[op_label(str(n), str(s)) for n, s in zip(launches["name"],
+                                                      launches["short_name"], strict=True)],
         role=launches["name"].map(roles))
 
 

@@ -26,6 +26,8 @@ class Origin:
     label: str
     library: bool
     patterns: tuple[re.Pattern, ...] = ()
+    # An eager framework (PyTorch, CuPy): one launch per op, that a compiler could fuse.
+    eager: bool = False
 
 
 USER = Origin("user", "user code", False)
@@ -90,7 +92,7 @@ def _parse(text: str, where: str) -> dict:
 # A group with a quantifier inside, itself repeated ("(a+)+", "(a|aa)*"): Python's regex engine
 # can take exponential time on it, and names come from files anyone can write.
 _NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)[+*{]")
-_ORIGIN_KEYS = {"id", "label", "library", "patterns"}
+_ORIGIN_KEYS = {"id", "label", "library", "patterns", "eager"}
 
 
 def _compile(patterns, where: str) -> tuple[re.Pattern, ...]:
@@ -122,7 +124,8 @@ def _origins(data: dict, where: str) -> list[Origin]:
         try:
             out.append(Origin(str(o["id"]), str(o.get("label", o["id"])),
                               bool(o.get("library", True)),
-                              _compile(o.get("patterns", []), f"{where}: origin {i}")))
+                              _compile(o.get("patterns", []), f"{where}: origin {i}"),
+                              bool(o.get("eager", False))))
         except KeyError as exc:
             raise NcuAdviseError(f"{where}: origin {i} lacks field {exc}") from None
     return out
@@ -149,3 +152,26 @@ def origin_table(extra: str | None = None) -> OriginTable:
                                 a.get("severity_cap"))
               for cat, a in data.get("caller_advice", {}).items()}
     return OriginTable(tuple(origins), roles, advice)
+
+
+# The op inside a framework's generic kernel: PyTorch's TensorIterator kernels are all named
+# vectorized_elementwise_kernel / elementwise_kernel / reduce_kernel; the functor or lambda
+# in the template arguments says which op it is (MulFunctor, bfloat16_copy_kernel_cuda,
+# CUDAFunctor_add, masked_scale_kernel, sum_functor).
+_OP_PART = re.compile(r"CUDAFunctor_([A-Za-z]\w*?)\b"
+                      r"|([A-Za-z]\w*?)(?:_kernel_cuda|CUDAKernelImpl|_kernel|Functor|_functor)\b")
+_GENERIC_PARTS = {"elementwise", "vectorized_elementwise", "unrolled_elementwise",
+                  "gpu_kernel_impl", "gpu_kernel_impl_nocast", "reduce", "AUnary", "BUnary",
+                  "Binary", "Unary", "CUDA", "launch", "index_elementwise",
+                  "distribution_elementwise_grid_stride", "vectorized_gather"}
+
+
+def op_label(name: str, short_name: str) -> str:
+    """A short name for what a kernel computes.
+
+    The functor of a generic framework kernel ("Mul", "bfloat16_copy", "masked_scale"), else
+    the kernel's own short name.
+    """
+    parts = [a or b for a, b in _OP_PART.findall(name)]
+    parts = [p for p in parts if p not in _GENERIC_PARTS and p != short_name]
+    return parts[-1] if parts else short_name

@@ -73,6 +73,11 @@ def _fusable(row) -> bool:
         "elementwise"
 
 
+def _eager(row) -> bool:
+    """A launch of an eager framework's op (PyTorch, CuPy)."""
+    return bool(getattr(row, "origin_eager", False))
+
+
 def _same_region(a, b) -> bool | None:
     """Same NVTX range (True), different ones (False), or not known for both (None)."""
     na, nb = getattr(a, "nvtx", None), getattr(b, "nvtx", None)
@@ -143,8 +148,10 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
     writes = q["dram_write_bytes"].fillna(0.5 * q["dram_bytes"]).to_dict()
 
     def candidate(launch: int) -> bool:
+        # Eager framework ops (PyTorch, CuPy) are fusion.eager-chain's: their chains show in
+        # op order, not DRAM round trips (a 60 MB L2 keeps the intermediates).
         return (bool(streams_memory.get(launch, False)) and _fusable(rows[launch])
-                and judgeable[launch])
+                and not _eager(rows[launch]) and judgeable[launch])
 
     chains = _runs(
         launches,
@@ -252,6 +259,94 @@ def multi_pass(rule: Rule, quantities: pd.DataFrame,
     return findings, []
 
 
+# Roles of framework launches a compiler does not fuse away: library GEMMs/convolutions and
+# the passes of a sort or scan.
+_NOT_FUSED = {"matmul", "multi-pass"}
+# A launch that does next to no work (a fill of a few KB, an index setup) is launch overhead,
+# not a pass over data: it neither makes nor breaks a chain.
+_IDLE_PCT = 5.0
+
+
+def eager_chain(rule: Rule, quantities: pd.DataFrame,
+                launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
+    """Find runs of back-to-back eager framework ops that a compiler would fuse.
+
+    The ops: elementwise maps, norms, softmax, dropout, reductions, casts, copies.
+    Each eager op is its own launch and its own pass over its tensors, whatever limits it
+    (issue-bound casts, memory-bound adds); fused, the run costs about its longest member
+    plus one launch. The evidence is the op order on one stream, not DRAM traffic: on a GPU
+    with a 50-60 MB L2 the intermediates of a chain need not reach DRAM. A GEMM, a
+    convolution or a sort ends a run; so does another NVTX range where ranges are known.
+    """
+    skipped = _missing(rule, quantities)
+    if skipped:
+        return [], [skipped]
+    q = quantities.reindex(launches["launch"])
+    busy = np.fmax(q["mem_pct"].to_numpy(dtype="float64"),
+                   q["sm_pct"].to_numpy(dtype="float64"))
+    busy_of = dict(zip(q.index.tolist(), busy.tolist(), strict=True))
+    share_of = q["time_share_pct"].to_dict()
+    rows = {int(r.launch): r for r in launches.itertuples(index=False)}
+
+    def member(launch: int) -> bool:
+        row = rows[launch]
+        return (_eager(row) and getattr(row, "role", None) not in _NOT_FUSED
+                and busy_of.get(launch, 0.0) >= _IDLE_PCT)
+
+    traffic = q["l2_bytes"].to_dict() if "l2_bytes" in q else {}
+
+    def comparable(a: int, b: int) -> bool:
+        # Ops of one computation move tensors of one size class through L2; two unrelated
+        # ops next to each other usually do not (where the bytes are known).
+        ta, tb = traffic.get(a, np.nan), traffic.get(b, np.nan)
+        if pd.isna(ta) or pd.isna(tb) or ta <= 0 or tb <= 0:
+            return True
+        return 0.25 <= tb / ta <= 4.0
+
+    chains = _runs(
+        launches.loc[launches["launch"].map(lambda n: member(n) or not _idle(rows[n],
+                                                                            busy_of))],
+        starts=member,
+        continues=lambda run, launch: member(launch)
+        and _same_region(rows[run[-1]], rows[launch]) is not False
+        and comparable(run[-1], launch),
+    )
+    findings = []
+    for chain in chains:
+        durations = np.array([rows[c].duration_ns for c in chain], dtype="float64")
+        total = float(np.nansum(durations))
+        if not total > 0:
+            continue
+        saving = total - float(np.nanmax(durations))
+        ops = [str(getattr(rows[c], "op", rows[c].short_name)) for c in chain]
+        values = {"chain_length": float(len(chain)), "saving_pct": 100.0 * saving / total,
+                  "chain_time_share_pct": float(np.nansum([share_of.get(c, np.nan)
+                                                           for c in chain])),
+                  "distinct_ops": float(len(set(ops)))}
+        first = {**q.loc[chain[0]].to_dict(), **values}
+        findings.append(make_finding(
+            rule, first, speedup_pct=values["saving_pct"], duration_ns=total,
+            title_suffix=": " + _op_list(ops),
+            evidence={"chain_time_ns": {"value": total, "unit": "ns",
+                                        "label": "GPU time of the run of eager ops"},
+                      "longest_op_ns": {"value": total - saving, "unit": "ns",
+                                        "label": "its longest op (about a fused kernel's time)"}},
+            kernel_ids=[int(rows[c].id) for c in chain if not pd.isna(rows[c].id)],
+            launch_ids=[int(c) for c in chain]))
+    return findings, []
+
+
+def _idle(row, busy_of: dict) -> bool:
+    """An eager op that does next to no work: skipped over, it does not end a run."""
+    return _eager(row) and busy_of.get(int(row.launch), 0.0) < _IDLE_PCT
+
+
+def _op_list(ops: list[str], most: int = 6) -> str:
+    """'add -> Mul -> bfloat16_copy ...' with repeats kept in order, long lists cut."""
+    shown = " -> ".join(ops[:most])
+    return shown + (f" ... ({len(ops) - most} more)" if len(ops) > most else "")
+
+
 def hot_spots(rule: Rule, quantities: pd.DataFrame,
               launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
     """Name the kernels (grouped by name) that take at least 20% of the GPU time."""
@@ -284,9 +379,11 @@ FUNCTION_VALUES: dict[str, set[str]] = {
     "fusion_chain": {"chain_length", "saving_pct", "traffic_ratio", "chain_in_one_range"},
     "multi_pass": {"passes", "saving_pct", "read_multiple"},
     "hot_spots": {"time_share_pct", "launch_count"},
+    "eager_chain": {"chain_length", "saving_pct", "chain_time_share_pct", "distinct_ops"},
 }
 FUNCTIONS: dict[str, RuleFunction] = {
     "fusion_chain": fusion_chain,
     "multi_pass": multi_pass,
     "hot_spots": hot_spots,
+    "eager_chain": eager_chain,
 }
