@@ -125,6 +125,9 @@ def document_head(analysis: Analysis) -> dict:
             "application_not_evaluated": [
                 _skipped_dict(n) for n in analysis.not_evaluated if n.launch is None],
         },
+        # The changes to make, ranked, each saving counted once (actions.py); first because
+        # outputs lead with them.
+        "actions": [strict(a.to_dict(total)) for a in analysis.actions],
         "regions": [strict(r.to_dict()) for r in analysis.regions],
         "validity": analysis.validity,
     }

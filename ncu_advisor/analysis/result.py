@@ -18,6 +18,7 @@ from ..report import Report
 from ..rules_engine.engine import Finding, NotEvaluated
 from ..rules_engine.schema import Rule
 from . import contract
+from .actions import Action, build_actions
 from .ranking import rank_key, ranked
 from .regions import Region
 from .validity import validity_checks
@@ -40,6 +41,7 @@ class Analysis:
     origins: pd.DataFrame | None = None  # per launch: origin, origin_label, role
     regions: list[Region] = field(default_factory=list)
     limiters: Mapping[int, Limiter] = field(default_factory=dict)  # launch -> its one limiter
+    _actions: list[Action] | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:  # the dataclass repr printed every table whole
         launches = len(self.report.launches)
@@ -60,6 +62,13 @@ class Analysis:
         """Findings about one launch, most severe first."""
         return sorted((f for f in self.findings if f.launch == launch),
                       key=lambda f: rank_key(f.severity, f.confidence, f.estimated_saving_ns))
+
+    @property
+    def actions(self) -> list[Action]:
+        """The changes to make, ranked, their savings counted once (see actions.py)."""
+        if self._actions is None:
+            self._actions = build_actions(self)
+        return self._actions
 
     def ranked(self) -> list[dict]:
         """Findings across the application, grouped, most important first (see ranking)."""

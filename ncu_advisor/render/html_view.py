@@ -318,6 +318,7 @@ class Page:
     severity_counts: list[tuple[str, int]]
     validity: list[ValidityRow] = field(default_factory=list)
     regions: list[RegionRow] = field(default_factory=list)
+    actions: list[Mapping[str, Any]] = field(default_factory=list)  # the JSON's, ranked
     finding_groups: list[FindingGroup] = field(default_factory=list)
     group_by: str | None = None
     bound_colors: dict[str, str] = field(default_factory=lambda: dict(BOUND_COLORS))
@@ -699,6 +700,7 @@ def build_page(result: Mapping[str, Any], group_by: str | None = None) -> Page:
                          if (n := sum(1 for f in findings if f.severity == sev))],
         validity=validity_rows(result),
         regions=region_rows(result),
+        actions=list(result.get("actions", [])),
         finding_groups=group_findings(findings, result["findings"], kernels,
                                       [anchors.indexes(i) for i in result["findings"]], group_by),
         group_by=group_by,

@@ -43,6 +43,31 @@ def limiter_label(entry: dict | None) -> str:
     return label if entry["kind"] != "latency" else f"lat: {label}"[:15]
 
 
+# Actions shown first; the rest are in the JSON (and the findings below name them all).
+TOP_ACTIONS = 5
+
+
+def _action_lines(actions: list[dict], width: int) -> list[str]:
+    """"Start here": the ranked changes, each with its launches, time at stake and saving."""
+    if not actions:
+        return []
+    lines = ["", f"Start here ({min(TOP_ACTIONS, len(actions))} of {len(actions)} "
+                 "change(s), each saving counted once):"]
+    for i, a in enumerate(actions[:TOP_ACTIONS], 1):
+        stake = a.get("time_at_stake_pct")
+        saving = a.get("estimated_saving_ns")
+        facts = [f"{a['launch_count']} launch(es)"]
+        if stake is not None:
+            facts.append(f"{stake:.1f}% of GPU time")
+        facts.append(f"saves ~{fmt_time(saving)}" if saving else "no estimate")
+        head = f"{i:>2}. [{SEVERITY_TAGS[a['severity']]}] "
+        lines.append(_clip(head + safe_text(" ".join(a["title"].split()), False), width))
+        lines.append("      " + ", ".join(facts))
+        lines.extend(_wrapped("change: ", safe_text(" ".join(a["change"].split()), False),
+                              width))
+    return lines
+
+
 def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
     """Render the launches ranked by GPU time and the top findings."""
     width = width or min(shutil.get_terminal_size((100, 24)).columns, 120)
@@ -57,6 +82,7 @@ def render_text(result: dict, top: int = 10, width: int | None = None) -> str:
                  + (f", {b['unknown']} unknown" if b["unknown"] else ""))
     for w in result.get("warnings", []):
         lines.append(f"warning: {_clip(safe_text(w, newlines=False), width - 9)}")
+    lines.extend(_action_lines(result.get("actions", []), width))
     lines.extend(_validity_lines(result.get("validity", []), width))
     lines.append("")
     lines.extend(_region_lines(result.get("regions", []), width))

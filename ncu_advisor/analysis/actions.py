@@ -1,0 +1,178 @@
+"""Program-level actions: the medium/high findings grouped by the change a user makes.
+
+One action is one change (compile the eager ops, turn on TF32, fix one kernel's loads) with the
+launches it touches, the GPU time at stake and the saving expected, counted once across the
+whole list: a launch two actions would speed up gives each action only what the ones ranked
+above it left. The classes of change are data (``data/actions.toml``); a finding no class
+claims becomes an action of its own (one per rule and kernel for user code, one per rule
+across a library's kernels).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from ..json_text import json_number
+from ..rules_engine.findings import SEVERITY_RANK, Finding, weighted_saving
+
+if TYPE_CHECKING:
+    from .result import Analysis
+
+COUNTED = ("high", "medium")  # only findings at these severities make an action
+# Where a kernel sits (memory-, latency-bound, a hot spot) is context for the changes, not one.
+NOT_A_CHANGE = {"roofline"}
+_CONFIDENCE_RANK = {"high": 0, "medium": 1, "low": 2}
+
+
+@dataclass(frozen=True)
+class ActionClass:
+    """One kind of change from ``data/actions.toml``."""
+
+    id: str
+    category: str
+    title: str
+    change: str
+    rules: frozenset[str]
+    origin: str | None = None  # "library", "user" or None (either)
+
+    def claims(self, f: Finding, library: bool) -> bool:
+        """Whether a finding (on a library kernel or not) is this change's to resolve."""
+        if f.rule not in self.rules:
+            return False
+        return self.origin is None or (self.origin == "library") == library
+
+
+@lru_cache(maxsize=1)
+def action_classes() -> tuple[ActionClass, ...]:
+    """The built-in classes of change, in file order."""
+    text = resources.files("ncu_advisor").joinpath("data/actions.toml").read_text()
+    return tuple(ActionClass(a["id"], a["category"], a["title"], " ".join(a["change"].split()),
+                             frozenset(a["rules"]), a.get("origin"))
+                 for a in tomllib.loads(text)["action"])
+
+
+@dataclass
+class Action:
+    """One change and what it is worth."""
+
+    id: str
+    category: str
+    title: str
+    change: str
+    severity: str
+    confidence: str
+    launches: list[int] = field(default_factory=list)  # internal launch indices
+    kernel_ids: list[int] = field(default_factory=list)  # ncu's launch IDs
+    findings: list[str] = field(default_factory=list)  # "rule" or "rule: kernel"
+    time_at_stake_ns: float = 0.0
+    estimated_saving_ns: float | None = None
+    _claims: dict[int, float] = field(default_factory=dict, repr=False)
+
+    def to_dict(self, total_ns: float) -> dict:
+        """The JSON form (``actions`` in the contract)."""
+        share = (100.0 * self.time_at_stake_ns / total_ns) if total_ns else None
+        return {"action": self.id, "category": self.category, "title": self.title,
+                "change": self.change, "severity": self.severity,
+                "confidence": self.confidence, "launches": self.kernel_ids,
+                "launch_count": len(self.launches),
+                "time_at_stake_ns": json_number(self.time_at_stake_ns),
+                "time_at_stake_pct": json_number(share),
+                "estimated_saving_ns": json_number(self.estimated_saving_ns),
+                "findings": self.findings}
+
+
+def _per_launch_saving(f: Finding, durations: dict[int, float]) -> dict[int, float]:
+    """What a finding saves on each launch it covers; empty when it has no estimate.
+
+    An application finding's saving is spread over its launches by their time.
+    """
+    saving = f.estimated_saving_ns
+    if saving is None or pd.isna(saving) or saving <= 0:
+        return {}
+    if f.launch is not None:
+        return {f.launch: min(float(saving), durations.get(f.launch, float(saving)))}
+    total = sum(durations.get(n, 0.0) for n in f.launch_ids)
+    if not total:
+        return {}
+    return {n: float(saving) * durations.get(n, 0.0) / total for n in f.launch_ids}
+
+
+def build_actions(analysis: Analysis) -> list[Action]:
+    """The ranked action list of one analysis (see the module doc)."""
+    table = analysis.report.launches
+    durations = dict(zip(table["launch"].tolist(),
+                         (table["duration_ns"].fillna(0.0) * table["invocations"]).tolist(),
+                         strict=True))
+    ncu_ids = dict(zip(table["launch"].tolist(), table["id"].tolist(), strict=True))
+    names = dict(zip(table["launch"].tolist(), table["short_name"].tolist(), strict=True))
+    origins = analysis.origins
+    library = (origins["origin"].ne("user").to_dict() if origins is not None else {})
+    labels = (origins["origin_label"].to_dict() if origins is not None else {})
+    classes = action_classes()
+    actions: dict[str, Action] = {}
+    for f in analysis.findings:
+        if f.severity not in COUNTED or f.category in NOT_A_CHANGE:
+            continue
+        covered = [f.launch] if f.launch is not None else list(f.launch_ids)
+        on_library = bool(covered) and all(library.get(n, False) for n in covered)
+        kind = next((c for c in classes if c.claims(f, on_library)), None)
+        if kind is not None:
+            key, title, change, category = kind.id, kind.title, kind.change, kind.category
+        elif on_library:  # one caller-side change for every kernel of the library
+            label = labels.get(covered[0], "library")
+            key = f"{f.rule}@{label}"
+            title, change, category = f"{label}: {f.title}", f.advice, f.category
+        else:
+            kernel = names.get(covered[0], "") if f.launch is not None else "application"
+            key = f"{f.rule}@{kernel}"
+            title = f.title if f.launch is None else f"{kernel}: {f.title}"
+            change, category = f.advice, f.category
+        action = actions.get(key)
+        if action is None:
+            action = actions[key] = Action(key, category, title, change, f.severity,
+                                           f.confidence)
+        elif SEVERITY_RANK[f.severity] < SEVERITY_RANK[action.severity]:
+            action.severity = f.severity
+        if _CONFIDENCE_RANK.get(f.confidence, 2) < _CONFIDENCE_RANK.get(action.confidence, 2):
+            action.confidence = f.confidence
+        for n in covered:
+            if n not in action.launches:
+                action.launches.append(n)
+        for n, s in _per_launch_saving(f, durations).items():
+            action._claims[n] = max(action._claims.get(n, 0.0), s)
+        where = "" if f.launch is None else f": {names.get(f.launch, '')}"
+        if f.rule + where not in action.findings:
+            action.findings.append(f.rule + where)
+    return _count_once(list(actions.values()), durations, ncu_ids)
+
+
+def _count_once(actions: list[Action], durations: dict[int, float],
+                ncu_ids: dict[int, object]) -> list[Action]:
+    """Give each launch's time to the actions in rank order, then rank by what they keep."""
+    def raw(a: Action) -> float:
+        return weighted_saving(sum(a._claims.values()), a.confidence) or 0.0
+
+    remaining = dict(durations)
+    for a in sorted(actions, key=lambda a: (-raw(a), SEVERITY_RANK[a.severity])):
+        a.launches.sort()
+        a.kernel_ids = [int(ncu_ids[n]) for n in a.launches if not pd.isna(ncu_ids.get(n))]
+        a.time_at_stake_ns = float(sum(durations.get(n, 0.0) for n in a.launches))
+        if a._claims:
+            kept = 0.0
+            for n, s in a._claims.items():
+                take = min(s, remaining.get(n, 0.0))
+                remaining[n] = remaining.get(n, 0.0) - take
+                kept += take
+            a.estimated_saving_ns = kept
+
+    def key(a: Action) -> tuple:
+        w = weighted_saving(a.estimated_saving_ns, a.confidence)
+        return (w is None, -(w or 0.0), SEVERITY_RANK[a.severity], -a.time_at_stake_ns)
+
+    return sorted(actions, key=key)

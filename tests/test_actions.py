@@ -1,0 +1,72 @@
+"""Program-level actions (analysis/actions.py) on real captures of the corpus' dev split."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import analysis_cached
+
+from ncu_advisor.analysis.actions import action_classes
+from ncu_advisor.render.text import render_text
+from ncu_advisor.rules_engine.findings import weighted_saving
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "sample_reports" / "corpus"
+DECODER = CORPUS / "torch_decoder_train.details.csv.gz"
+
+
+def test_the_eager_training_step_starts_with_compiling_it():
+    """A bf16 decoder step, eager: most of its time is pointwise, dropout, cast, norm and
+    softmax launches between the GEMMs; the first change is torch.compile."""
+    analysis = analysis_cached(DECODER)
+    first = analysis.actions[0]
+    assert first.id == "compile-eager-ops" and first.category == "fusion"
+    assert first.severity == "high" and len(first.launches) >= 40
+    assert "torch.compile" in first.change
+    # One action for the whole run, not one per chain.
+    assert [a.id for a in analysis.actions].count("compile-eager-ops") == 1
+
+
+def test_savings_are_counted_once_across_actions():
+    for name in ("torch_decoder_train", "torch_cnn_train", "cuda_memory_access",
+                 "cupy_libraries"):
+        analysis = analysis_cached(CORPUS / f"{name}.details.csv.gz")
+        launches = analysis.report.launches
+        time_of = dict(zip(launches["launch"], launches["duration_ns"] * launches["invocations"],
+                           strict=True))
+        savings = [a.estimated_saving_ns for a in analysis.actions if a.estimated_saving_ns]
+        assert sum(savings) <= analysis.total_time_ns, name
+        for a in analysis.actions:
+            assert a.estimated_saving_ns is None or \
+                a.estimated_saving_ns <= sum(time_of[n] for n in a.launches) + 1e-6, a.id
+        # Ranked by what each keeps (weighted by confidence); unestimated ones last.
+        weights = [weighted_saving(a.estimated_saving_ns, a.confidence)
+                   for a in analysis.actions]
+        known = [w for w in weights if w is not None]
+        assert known == sorted(known, reverse=True), name
+        assert weights[:len(known)] == known, name
+
+
+def test_no_action_is_a_placement_and_every_one_has_a_change():
+    for name in ("cuda_histogram_scan", "cupy_libraries", "torch_vit_infer"):
+        for a in analysis_cached(CORPUS / f"{name}.raw.csv.gz").actions:
+            assert a.category != "roofline" and a.change and a.severity in ("high", "medium")
+
+
+def test_the_text_output_leads_with_the_actions():
+    analysis = analysis_cached(DECODER)
+    text = render_text(analysis.to_dict(), width=100)
+    assert text.index("Start here") < text.index("Validity") < text.index("Top findings")
+    assert "Compile the eager ops into fused kernels" in text
+    assert "\\x0a" not in text  # the change text wraps; its newlines are not escaped
+    doc = analysis.to_dict()
+    assert doc["actions"][0]["action"] == "compile-eager-ops"
+    assert doc["actions"][0]["launches"] == sorted(doc["actions"][0]["launches"])
+
+
+def test_action_classes_name_rules_that_exist():
+    from ncu_advisor.rules_engine.loader import load_rules
+
+    ids = {r.id for r in load_rules()}
+    for c in action_classes():
+        assert c.rules <= ids, c.id
