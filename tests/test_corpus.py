@@ -98,3 +98,22 @@ def test_every_applied_fix_names_launches_of_its_capture():
         launches = LABELS[fix.get("after", fix["before"])].launches
         assert set(fix["before_launches"]) <= set(LABELS[fix["before"]].launches), fix["name"]
         assert set(fix["after_launches"]) <= set(launches), fix["name"]
+
+
+def test_the_privatization_estimate_holds_on_the_histogram_pair():
+    """cuda_histogram_scan runs a 256-bin histogram with global atomics and the same one
+    privatized in shared memory: the estimate on the first is within 1.5x of the difference."""
+    import tomllib
+
+    fixes = tomllib.loads((ROOT / "tests" / "data" / "corpus_fixes.toml").read_text())["fix"]
+    fix = next(f for f in fixes if f["category"] == "privatization")
+    analysis = analysis_cached(CORPUS / f"{fix['before']}.raw.csv.gz")
+    launches = analysis.report.launches.set_index("id")
+    measured = float(launches.loc[fix["before_launches"], "duration_ns"].sum()
+                     - launches.loc[fix["after_launches"], "duration_ns"].sum())
+    [slow] = fix["before_launches"]
+    slow_launch = int(launches.loc[slow, "launch"])
+    estimates = [f.estimated_saving_ns for f in analysis.findings
+                 if f.category == "privatization" and f.launch == slow_launch]
+    assert estimates and estimates[0] is not None
+    assert measured / 1.5 <= estimates[0] <= measured * 1.5
