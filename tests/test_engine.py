@@ -9,6 +9,7 @@ import pytest
 from conftest import analysis_cached, read_cached
 
 from ncu_advisor import analyze
+from ncu_advisor.checklist import PROGRAM_CATEGORIES
 from ncu_advisor.errors import RuleDefinitionError
 from ncu_advisor.rules_engine.conditions import holds
 from ncu_advisor.rules_engine.engine import estimate_pct
@@ -45,7 +46,7 @@ def _rule_file(tmp_path: Path, text: str, name: str = "custom.example") -> Path:
 
 def test_builtin_rules_load_and_cover_every_category():
     rules = load_rules()
-    assert {r.category for r in rules} == set(CATEGORIES)
+    assert {r.category for r in rules} == set(CATEGORIES) | set(PROGRAM_CATEGORIES)
     assert len({r.id for r in rules}) == len(rules)
     for path in rule_files(builtin_rules_dir()):
         assert load_rule_file(path).id == path.stem

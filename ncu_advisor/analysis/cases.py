@@ -62,6 +62,8 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     # A dev capture of the evaluation corpus (never a sealed one): a transpose ladder, five
     # versions of one operation run back to back over the same arrays.
     "corpus_cuda_transpose": ("sample_reports/corpus/cuda_transpose.raw.csv.gz",),
+    # Another dev capture: batch-1 decode, eager PyTorch, 67 launches of a few microseconds.
+    "corpus_torch_decode_b1": ("sample_reports/corpus/torch_decode_b1.raw.csv.gz",),
 }
 
 Reader = Callable[[list[Path]], Any]

@@ -347,6 +347,58 @@ def _op_list(ops: list[str], most: int = 6) -> str:
     return shown + (f" ... ({len(ops) - most} more)" if len(ops) > most else "")
 
 
+# What one launch costs the host in eager PyTorch/CuPy code, before the GPU runs anything: a
+# few microseconds of dispatch and driver work (measured here: an eager batch-1 decode step
+# of 67 launches took 1.99 ms against 0.25 ms as one CUDA graph, ~26 us a launch, Python
+# included). The low end is taken: the estimate is a floor.
+HOST_LAUNCH_NS = 5_000.0
+SHORT_NS = 5_000.0  # a launch shorter than this cannot hide the next one's launch cost
+MIN_SHORT_LAUNCHES = 10  # fewer cost too little to be worth a change of how work is launched
+
+
+def short_launches(rule: Rule, quantities: pd.DataFrame,
+                   launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
+    """Name a run whose launches are mostly too short to cover their own launch cost.
+
+    A kernel of 2 us after a launch of ~5 us leaves the GPU idle most of the time; ncu
+    serializes launches and cannot show the gaps, but it shows how many launches are short.
+    CUDA graphs (or torch.compile's reduce-overhead mode, which uses them) launch the whole
+    sequence at once; fewer, larger launches (batching, fusion) do it by hand.
+    """
+    if "form" in launches and (launches["form"] == "summary").all():
+        return [], []
+    durations = (launches["duration_ns"]).to_numpy(dtype="float64")
+    calls = launches["invocations"].to_numpy(dtype="float64")
+    known = ~np.isnan(durations)
+    if not known.any():
+        return [], []
+    short = known & (durations < SHORT_NS)
+    count = float(calls[known].sum())
+    short_count = float(calls[short].sum())
+    if count == 0:
+        return [], []
+    gpu = float(np.nansum(durations * calls))
+    # Idle GPU time per short launch: the launch cost its kernel does not cover.
+    idle = float(np.nansum((HOST_LAUNCH_NS - durations[short]) * calls[short]))
+    values = {"short_launches": short_count, "launch_count": count,
+              "short_launch_pct": 100.0 * short_count / count,
+              "idle_per_gpu_pct": 100.0 * idle / gpu if gpu else 0.0}
+    if short_count < MIN_SHORT_LAUNCHES:
+        return [], []
+    ids = launches["id"].to_numpy()
+    # The saving is GPU idle time, stated against the GPU time (at most all of it).
+    findings = [make_finding(
+        rule, values, duration_ns=gpu, speedup_pct=min(100.0, 100.0 * idle / gpu) if gpu else None,
+        evidence={"short_launches": {"value": short_count, "unit": "",
+                                     "label": f"launches under {SHORT_NS / 1e3:.0f} us"},
+                  "launch_count": {"value": count, "unit": "", "label": "launches"},
+                  "idle_ns": {"value": idle, "unit": "ns",
+                              "label": "GPU idle while they launch (at least)"}},
+        kernel_ids=[int(i) for i, s in zip(ids, short, strict=True) if s and not pd.isna(i)],
+        launch_ids=[int(n) for n, s in zip(launches["launch"], short, strict=True) if s])]
+    return findings, []
+
+
 def hot_spots(rule: Rule, quantities: pd.DataFrame,
               launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
     """Name the kernels (grouped by name) that take at least 20% of the GPU time."""
@@ -380,10 +432,13 @@ FUNCTION_VALUES: dict[str, set[str]] = {
     "multi_pass": {"passes", "saving_pct", "read_multiple"},
     "hot_spots": {"time_share_pct", "launch_count"},
     "eager_chain": {"chain_length", "saving_pct", "chain_time_share_pct", "distinct_ops"},
+    "short_launches": {"short_launches", "launch_count", "short_launch_pct",
+                       "idle_per_gpu_pct"},
 }
 FUNCTIONS: dict[str, RuleFunction] = {
     "fusion_chain": fusion_chain,
     "multi_pass": multi_pass,
     "hot_spots": hot_spots,
     "eager_chain": eager_chain,
+    "short_launches": short_launches,
 }
