@@ -11,7 +11,7 @@ CATEGORIES: tuple[str, ...] = (
 # Program-level categories beside the checklist's: changes to how a whole program launches its
 # work that no checklist row names and no single-kernel demo shows (their evidence is the
 # sequence of launches). Rules may use them; demos and the checklist contract do not.
-PROGRAM_CATEGORIES: tuple[str, ...] = ("launch-overhead",)
+PROGRAM_CATEGORIES: tuple[str, ...] = ("launch-overhead", "layout")
 # The severity ladder, most severe first, and the confidence levels: defined here only.
 SEVERITIES: tuple[str, ...] = ("high", "medium", "low", "info")
 SEVERITY_RANK: dict[str, int] = {level: rank for rank, level in enumerate(SEVERITIES)}

@@ -64,6 +64,10 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     "corpus_cuda_transpose": ("sample_reports/corpus/cuda_transpose.raw.csv.gz",),
     # Another dev capture: batch-1 decode, eager PyTorch, 67 launches of a few microseconds.
     "corpus_torch_decode_b1": ("sample_reports/corpus/torch_decode_b1.raw.csv.gz",),
+    # A CNN training step in NCHW, and the same step after moving to channels_last.
+    "corpus_torch_cnn_train": ("sample_reports/corpus/torch_cnn_train.raw.csv.gz",),
+    "corpus_torch_cnn_train_channels_last": (
+        "sample_reports/corpus/torch_cnn_train.channels_last.raw.csv.gz",),
 }
 
 Reader = Callable[[list[Path]], Any]

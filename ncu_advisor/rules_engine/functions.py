@@ -399,6 +399,32 @@ def short_launches(rule: Rule, quantities: pd.DataFrame,
     return findings, []
 
 
+def layout_conversions(rule: Rule, quantities: pd.DataFrame,
+                       launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
+    """Name the memory-format conversions a library runs around its kernels.
+
+    cuDNN computes convolutions in NHWC: given NCHW tensors it converts them before and
+    after (``nchwToNhwcKernel``, ``nhwcToNchwKernel``), a full pass over each activation,
+    every call. Keeping the model in channels_last removes them.
+    """
+    rows = [r for r in launches.itertuples(index=False)
+            if getattr(r, "role", None) == "layout" and bool(getattr(r, "origin_library", False))]
+    if len(rows) < 2:
+        return [], []
+    share_of = quantities["time_share_pct"].to_dict()
+    calls = [float(getattr(r, "invocations", 1) or 1) for r in rows]
+    total = float(np.nansum([r.duration_ns * c for r, c in zip(rows, calls, strict=True)]))
+    values = {"conversions": float(sum(calls)),
+              "conversion_time_share_pct": float(np.nansum([share_of.get(int(r.launch), np.nan)
+                                                            for r in rows]))}
+    return [make_finding(
+        rule, values, duration_ns=total, speedup_pct=100.0,
+        evidence={"conversion_ns": {"value": total, "unit": "ns",
+                                    "label": "GPU time of the layout conversions"}},
+        kernel_ids=[int(r.id) for r in rows if not pd.isna(r.id)],
+        launch_ids=[int(r.launch) for r in rows])], []
+
+
 def hot_spots(rule: Rule, quantities: pd.DataFrame,
               launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
     """Name the kernels (grouped by name) that take at least 20% of the GPU time."""
@@ -434,6 +460,7 @@ FUNCTION_VALUES: dict[str, set[str]] = {
     "eager_chain": {"chain_length", "saving_pct", "chain_time_share_pct", "distinct_ops"},
     "short_launches": {"short_launches", "launch_count", "short_launch_pct",
                        "idle_per_gpu_pct"},
+    "layout_conversions": {"conversions", "conversion_time_share_pct"},
 }
 FUNCTIONS: dict[str, RuleFunction] = {
     "fusion_chain": fusion_chain,
@@ -441,4 +468,5 @@ FUNCTIONS: dict[str, RuleFunction] = {
     "hot_spots": hot_spots,
     "eager_chain": eager_chain,
     "short_launches": short_launches,
+    "layout_conversions": layout_conversions,
 }
