@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from evaluation import (  # noqa: E402
+    DATA,
     Tally,
     estimated_saving_ns,
     load_corpus_labels,
@@ -34,7 +35,6 @@ from ncu_advisor import analyze, read_report  # noqa: E402
 from ncu_advisor.errors import ReportParseError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "tests" / "data"
 # Set name -> (its captures' folder, the function that loads its labels).
 SETS = {"corpus": (ROOT / "sample_reports" / "corpus", load_corpus_labels),
         "foreign": (ROOT / "sample_reports" / "foreign",

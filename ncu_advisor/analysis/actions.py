@@ -3,8 +3,9 @@
 One action is one change (compile the eager ops, turn on TF32, fix one kernel's loads) with the
 launches it touches, the GPU time at stake and the saving expected, counted once across the
 whole list: a launch two actions would speed up gives each action only what the ones ranked
-above it left. The classes of change are data (``data/actions.toml``); a finding no class
-claims becomes an action of its own (one per rule and kernel for user code, one per rule
+above it left. The classes of change are data (``data/actions.toml``: which rules one change
+resolves, and its title); what to change is the advice of the findings it gathers. A finding
+no class claims becomes an action of its own (one per rule and kernel for user code, one per rule
 across a library's kernels).
 """
 
@@ -37,7 +38,6 @@ class ActionClass:
     id: str
     category: str
     title: str
-    change: str
     rules: frozenset[str]
     origin: str | None = None  # "library", "user" or None (either)
 
@@ -52,8 +52,8 @@ class ActionClass:
 def action_classes() -> tuple[ActionClass, ...]:
     """The built-in classes of change, in file order."""
     text = resources.files("ncu_advisor").joinpath("data/actions.toml").read_text()
-    return tuple(ActionClass(a["id"], a["category"], a["title"], " ".join(a["change"].split()),
-                             frozenset(a["rules"]), a.get("origin"))
+    return tuple(ActionClass(a["id"], a["category"], a["title"], frozenset(a["rules"]),
+                             a.get("origin"))
                  for a in tomllib.loads(text)["action"])
 
 
@@ -112,7 +112,7 @@ def build_actions(analysis: Analysis) -> list[Action]:
     ncu_ids = dict(zip(table["launch"].tolist(), table["id"].tolist(), strict=True))
     names = dict(zip(table["launch"].tolist(), table["short_name"].tolist(), strict=True))
     origins = analysis.origins
-    library = (origins["origin"].ne("user").to_dict() if origins is not None else {})
+    library = (origins["origin_library"].to_dict() if origins is not None else {})
     labels = (origins["origin_label"].to_dict() if origins is not None else {})
     classes = action_classes()
     actions: dict[str, Action] = {}
@@ -123,19 +123,19 @@ def build_actions(analysis: Analysis) -> list[Action]:
         on_library = bool(covered) and all(library.get(n, False) for n in covered)
         kind = next((c for c in classes if c.claims(f, on_library)), None)
         if kind is not None:
-            key, title, change, category = kind.id, kind.title, kind.change, kind.category
+            key, title, category = kind.id, kind.title, kind.category
         elif on_library:  # one caller-side change for every kernel of the library
             label = labels.get(covered[0], "library")
-            key = f"{f.rule}@{label}"
-            title, change, category = f"{label}: {f.title}", f.advice, f.category
+            key, title, category = f"{f.rule}@{label}", f"{label}: {f.title}", f.category
         else:
             kernel = names.get(covered[0], "") if f.launch is not None else "application"
             key = f"{f.rule}@{kernel}"
             title = f.title if f.launch is None else f"{kernel}: {f.title}"
-            change, category = f.advice, f.category
+            category = f.category
         action = actions.get(key)
-        if action is None:
-            action = actions[key] = Action(key, category, title, change, f.severity,
+        if action is None:  # what to change: the advice of its first finding (the rule's
+            # fix, or the caller advice the library policy gave it)
+            action = actions[key] = Action(key, category, title, f.advice, f.severity,
                                            f.confidence)
         elif SEVERITY_RANK[f.severity] < SEVERITY_RANK[action.severity]:
             action.severity = f.severity

@@ -75,13 +75,14 @@ def with_origin(launches: pd.DataFrame, origins: str | None = None) -> pd.DataFr
     table = origin_table(origins)
     found = {name: table.classify(str(name)) for name in launches["name"].unique()}
     roles = {name: table.role(str(name)) for name in launches["name"].unique()}
+    ops = {(name, short): op_label(str(name), str(short)) for name, short in
+           launches[["name", "short_name"]].drop_duplicates().itertuples(index=False)}
     return launches.assign(
         origin=launches["name"].map(lambda n: found[n].id),
         origin_label=launches["name"].map(lambda n: found[n].label),
         origin_library=launches["name"].map(lambda n: found[n].library),
         origin_eager=launches["name"].map(lambda n: found[n].eager),
-        op=[op_label(str(n), str(s)) for n, s in zip(launches["name"],
-                                                      launches["short_name"], strict=True)],
+        op=[ops[key] for key in zip(launches["name"], launches["short_name"], strict=True)],
         role=launches["name"].map(roles))
 
 
@@ -124,4 +125,5 @@ def analyze(report: Report, rules: list[Rule] | None = None,
                     command=command, extra_session=dict(session or {}),
                     limiters=limiters(quantities),
                     launch_shapes=shapes, regions=regions,
-                    origins=launches.set_index("launch")[["origin", "origin_label", "role"]])
+                    origins=launches.set_index("launch")[["origin", "origin_label",
+                                                          "origin_library", "role"]])

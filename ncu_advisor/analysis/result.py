@@ -38,7 +38,7 @@ class Analysis:
     command: list[str] | None = None
     extra_session: dict = field(default_factory=dict)
     launch_shapes: Mapping[int, dict] = field(default_factory=dict)
-    origins: pd.DataFrame | None = None  # per launch: origin, origin_label, role
+    origins: pd.DataFrame | None = None  # per launch: origin, origin_label, origin_library, role
     regions: list[Region] = field(default_factory=list)
     limiters: Mapping[int, Limiter] = field(default_factory=dict)  # launch -> its one limiter
     _actions: list[Action] | None = field(default=None, repr=False)

@@ -15,14 +15,12 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
+from ..derive.limiter import SHORT_LAUNCH_NS
 from ..derive.quantities import metrics_of
 from ..report import Report
 from ..rules_engine.findings import NotEvaluated, metric_sections
 from ..rules_engine.schema import Rule
 
-# Launch overhead on current GPUs is a few microseconds: below this a kernel's duration says
-# more about the launch than about its code.
-SHORT_LAUNCH_NS = 5_000.0
 _UNABLE = re.compile(r"Unable to access the following (\d+) metrics?:\s*(.*?)\.?\s*$")
 _OPTION = {
     "clock_control": re.compile(r"--clock-control[ =](\S+)"),

@@ -23,7 +23,9 @@ import pandas as pd
 
 from .bound import LATENCY_THRESHOLD_PCT
 
-# A launch this short is mostly launch latency and ramp-up, whatever its counters say.
+# A launch this short is mostly launch latency and ramp-up, whatever its counters say: about
+# what one launch costs, so its own inefficiency costs next to nothing and many such launches
+# are a batching question, not a kernel one. The one threshold of "too short to matter alone".
 SHORT_LAUNCH_NS = 5_000.0
 # Below this achieved occupancy, a latency-bound launch has too few warps to hide latency.
 FEW_WARPS_PCT = 25.0

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from ..derive.limiter import SHORT_LAUNCH_NS
 from .findings import Finding, NotEvaluated, make_finding, not_evaluated
 from .schema import Rule
 
@@ -103,9 +104,9 @@ def _plausible_link(a, b) -> bool:
     block); versions of an operation differ in exactly that. Library elementwise launches
     are sized by the library from the tensor and are linked by traffic alone.
     """
-    library = bool(getattr(a, "origin_library", False)) or bool(getattr(b, "origin_library",
-                                                                        False))
-    return library or _same_shape(a, b)
+    if any(bool(getattr(row, "origin_library", False)) for row in (a, b)):
+        return True
+    return _same_shape(a, b)
 
 
 def _reads_previous_output(read: float, written: float) -> bool:
@@ -288,10 +289,12 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
     share_of = q["time_share_pct"].to_dict()
     rows = {int(r.launch): r for r in launches.itertuples(index=False)}
 
+    def idle(launch: int) -> bool:  # skipped over: it does not end a run
+        return _eager(rows[launch]) and busy_of.get(launch, 0.0) < _IDLE_PCT
+
     def member(launch: int) -> bool:
-        row = rows[launch]
-        return (_eager(row) and getattr(row, "role", None) not in _NOT_FUSED
-                and busy_of.get(launch, 0.0) >= _IDLE_PCT)
+        return (_eager(rows[launch]) and getattr(rows[launch], "role", None) not in _NOT_FUSED
+                and not idle(launch))
 
     traffic = q["l2_bytes"].to_dict() if "l2_bytes" in q else {}
 
@@ -304,8 +307,7 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
         return 0.25 <= tb / ta <= 4.0
 
     chains = _runs(
-        launches.loc[launches["launch"].map(lambda n: member(n) or not _idle(rows[n],
-                                                                            busy_of))],
+        launches.loc[~launches["launch"].map(idle)],
         starts=member,
         continues=lambda run, launch: member(launch)
         and _same_region(rows[run[-1]], rows[launch]) is not False
@@ -336,11 +338,6 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
     return findings, []
 
 
-def _idle(row, busy_of: dict) -> bool:
-    """An eager op that does next to no work: skipped over, it does not end a run."""
-    return _eager(row) and busy_of.get(int(row.launch), 0.0) < _IDLE_PCT
-
-
 def _op_list(ops: list[str], most: int = 6) -> str:
     """'add -> Mul -> bfloat16_copy ...' with repeats kept in order, long lists cut."""
     shown = " -> ".join(ops[:most])
@@ -352,7 +349,6 @@ def _op_list(ops: list[str], most: int = 6) -> str:
 # of 67 launches took 1.99 ms against 0.25 ms as one CUDA graph, ~26 us a launch, Python
 # included). The low end is taken: the estimate is a floor.
 HOST_LAUNCH_NS = 5_000.0
-SHORT_NS = 5_000.0  # a launch shorter than this cannot hide the next one's launch cost
 MIN_SHORT_LAUNCHES = 10  # fewer cost too little to be worth a change of how work is launched
 
 
@@ -372,7 +368,7 @@ def short_launches(rule: Rule, quantities: pd.DataFrame,
     known = ~np.isnan(durations)
     if not known.any():
         return [], []
-    short = known & (durations < SHORT_NS)
+    short = known & (durations < SHORT_LAUNCH_NS)
     count = float(calls[known].sum())
     short_count = float(calls[short].sum())
     if count == 0:
@@ -390,7 +386,7 @@ def short_launches(rule: Rule, quantities: pd.DataFrame,
     findings = [make_finding(
         rule, values, duration_ns=gpu, speedup_pct=min(100.0, 100.0 * idle / gpu) if gpu else None,
         evidence={"short_launches": {"value": short_count, "unit": "",
-                                     "label": f"launches under {SHORT_NS / 1e3:.0f} us"},
+                                     "label": f"launches under {SHORT_LAUNCH_NS / 1e3:.0f} us"},
                   "launch_count": {"value": count, "unit": "", "label": "launches"},
                   "idle_ns": {"value": idle, "unit": "ns",
                               "label": "GPU idle while they launch (at least)"}},

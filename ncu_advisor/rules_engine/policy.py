@@ -13,12 +13,10 @@ from functools import lru_cache
 
 import pandas as pd
 
+from ..derive.limiter import SHORT_LAUNCH_NS
 from ..derive.origin import OriginTable
 from .findings import Finding, cap_severity
 
-# Below this a launch is dominated by launch overhead: its own inefficiency costs next to
-# nothing, and many such launches are a batching question, not a kernel one.
-SHORT_LAUNCH_NS = 5_000.0
 # Categories whose findings stay as they are for library kernels (they are about placement,
 # not about the library's code).
 _ALWAYS_KEPT = {"roofline"}
