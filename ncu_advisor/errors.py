@@ -30,6 +30,12 @@ class ProfilingError(NcuAdviseError):
     """Running the program under ``ncu`` failed (permissions, nothing profiled, ...)."""
 
 
+class ProfilingInterrupted(ProfilingError):
+    """Ctrl-C stopped the profiling run before anything could be reported (exit 130)."""
+
+    exit_code = 130
+
+
 class RuleDefinitionError(NcuAdviseError):
     """A rule file does not match the rule schema."""
 

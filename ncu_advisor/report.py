@@ -140,9 +140,13 @@ class Report:
 
     @property
     def total_duration_ns(self) -> float:
-        """Sum of GPU time over all launches (invocations counted for summaries)."""
+        """Sum of GPU time over all launches (invocations counted for summaries).
+
+        A census-weighted profile adds the census time of the shapes it did not deep-profile
+        (``session["unprofiled_time_ns"]``), so that shares are of the whole run.
+        """
         d = self.launches["duration_ns"] * self.launches["invocations"].fillna(1)
-        return float(np.nansum(d))
+        return float(np.nansum(d)) + float(self.session.get("unprofiled_time_ns") or 0.0)
 
     def __repr__(self) -> str:
         return (f"Report({len(self.launches)} launches, {len(self.metrics)} metric values, "

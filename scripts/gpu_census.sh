@@ -2,7 +2,7 @@
 # GPU call for issue 24 (profile what matters): a first run on a fresh machine, the wrapper's
 # own cost, what `ncu --filter-mode per-launch-config` groups by, and the census of a 10-step
 # PyTorch training loop against profiling all its launches. Run from the repository root on the
-# GPU machine:  bash scripts/gpu_census.sh [probe] [census] [all] [default]
+# GPU machine:  bash scripts/gpu_census.sh [fresh] [probe] [census] [all] [default]
 # Packs $OUT/census.tar.xz (captures/ + logs/) after every stage.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -74,8 +74,20 @@ all_launches() {  # today's default: the advisor set on every launch
   pack captures logs
 }
 
+default_run() {  # the new default: census, then one launch per shape
+  log "default (census, then depth)"
+  local t0=$(date +%s.%N)
+  $ADVISE -o $W/captures/default -- $LOOP > $W/logs/default.out 2> $W/logs/default.err
+  echo "rc=$?" >> $W/logs/default.err
+  local t1=$(date +%s.%N)
+  python3 -c "print('default %.2f s' % ($t1 - $t0))" | tee $W/logs/default.time
+  rm -f $W/captures/default/*.ncu-rep; gzip -n -9 -f $W/captures/default/*.csv
+  pack captures logs
+}
+
 for stage in "$@"; do
-  case $stage in fresh) fresh ;; probe) probe ;; census) census ;; all) all_launches ;; esac
+  case $stage in fresh) fresh ;; probe) probe ;; census) census ;; all) all_launches ;;
+    default) default_run ;; esac
 done
 pack captures logs
 log finished

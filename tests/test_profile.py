@@ -210,7 +210,8 @@ def test_version_unknown_and_failing(tmp_path):
 def test_success(tmp_path, capfd):
     out = tmp_path / "reports"
     result = run_profile(*_split(app("print('hello from the app')")), out_dir=out, name="forms",
-                         progress=False, export_csv=True, section_set="full")
+                         progress=False, export_csv=True, section_set="full",
+                         all_launches=True)
     assert isinstance(result, ProfileResult)
     assert result.rep_path == out / "forms.ncu-rep"
     assert result.raw_csv == out / "forms.raw.csv"

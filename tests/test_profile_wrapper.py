@@ -270,7 +270,7 @@ def test_program_output_is_passed_through_not_parsed(tmp_path, capfd):
     # A program that prints lines looking like ncu's must not fool the wrapper.
     code = ("import sys; print('==PROF== Profiling \"fake\" - 0: 0%....100% - 99 passes'); "
             "print('==ERROR== not from ncu', file=sys.stderr); print('plain out')")
-    result = run_profile(PY, ["-c", code], out_dir=tmp_path, progress=False)
+    result = run_profile(PY, ["-c", code], out_dir=tmp_path, progress=False, all_launches=True)
     captured = capfd.readouterr()
     assert "plain out" in captured.out and "==PROF== Profiling \"fake\"" in captured.out
     assert "==ERROR== not from ncu" in captured.err  # stderr stays stderr
@@ -299,7 +299,8 @@ def test_ctrl_c_stops_ncu_and_keeps_what_was_profiled(tmp_path, monkeypatch):
     timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     try:
-        result = run_profile(PY, ["-c", "pass"], out_dir=tmp_path, progress=False)
+        result = run_profile(PY, ["-c", "pass"], out_dir=tmp_path, progress=False,
+                             all_launches=True)
     finally:
         timer.cancel()
     assert result.interrupted
@@ -315,7 +316,7 @@ def test_ctrl_c_in_the_cli_writes_the_report_and_exits_130(tmp_path, monkeypatch
     timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))
     timer.start()
     try:
-        code = main(["-o", "out", "--", PY, "-c", "pass"])
+        code = main(["-o", "out", "--all-launches", "--", PY, "-c", "pass"])
     finally:
         timer.cancel()
     err = capsys.readouterr().err

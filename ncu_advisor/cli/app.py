@@ -57,7 +57,7 @@ def _register_commands() -> None:
 _register_commands()
 # Options of `profile` that take a value, so that `ncu-advise -o DIR -c 20 ./app` finds ./app.
 _PROFILE_VALUE_OPTIONS = {"-o", "--output", "--set", "-k", "--kernel-name", "-c",
-                          "--launch-count", "--rules"}
+                          "--launch-count", "--rules", "--coverage"}
 
 
 def command_names() -> set[str]:

@@ -42,6 +42,13 @@ def profile_cmd(
     launch_count: Annotated[int | None, typer.Option(
         "--launch-count", "-c", help="Profile at most this many launches (ncu -c).")] = None,
     nvtx: Annotated[bool, typer.Option("--nvtx", help="Record NVTX ranges.")] = False,
+    all_launches: Annotated[bool, typer.Option(
+        "--all-launches", help="Profile every launch with the section set. Default: a census "
+        "of every launch (its duration alone), then one launch per kernel shape among those "
+        "holding --coverage of the GPU time, weighted by the census.")] = False,
+    coverage: Annotated[float, typer.Option(
+        "--coverage", min=1.0, max=100.0, metavar="PCT", help="Share of the census's GPU time "
+        "the deep-profiled kernel shapes must hold.")] = 98.0,
     csv: Annotated[bool, typer.Option(
         "--csv/--no-csv", help="Read the report through its CSV export (the default: faster) "
         "or, with --no-csv, read the .ncu-rep directly through NVIDIA's ncu_report.")] = True,
@@ -70,7 +77,9 @@ def profile_cmd(
     try:
         result = run_profile(program, args, out_dir=output, section_set=section_set,
                              kernel_name=kernel_name, launch_count=launch_count, nvtx=nvtx,
-                             extra=tuple(extra), export_csv=csv)
+                             extra=tuple(extra), export_csv=csv, all_launches=all_launches,
+                             coverage=coverage / 100, on_plan=lambda line: typer.echo(
+                                 f"ncu-advise: {line}", err=True))
     except NcuAdviseError:
         # ncu not found, the program not found: leave no empty folder behind.
         if created and output.is_dir() and not any(output.iterdir()):
@@ -109,8 +118,11 @@ def profile_cmd(
     warn(report.warnings)
     own = sum(v for k, v in timings.items() if k != "ncu")
     passes = f", {max(result.passes)} passes each" if result.passes else ""
+    census = (f" after a {timings['census']:.1f} s census"
+              if "census" in timings else "")
+    own -= timings.get("census", 0.0)
     typer.echo(f"profiled {len(report.launches)} kernel(s) in {timings['ncu']:.1f} s"
-               f"{passes}; export, analysis and report took {own:.1f} s", err=True)
+               f"{passes}{census}; export, analysis and report took {own:.1f} s", err=True)
     typer.echo(f"wrote {output / 'report.html'} and {output / 'report.json'}", err=True)
     if result.interrupted:
         raise typer.Exit(130)

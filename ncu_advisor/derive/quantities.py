@@ -324,6 +324,7 @@ def compute_quantities(wide: pd.DataFrame) -> pd.DataFrame:
 
 def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = None,
                             invocations: pd.Series | None = None,
+                            other_time_ns: float = 0.0,
                             ) -> tuple[pd.DataFrame, dict[str, set[int]]]:
     """Evaluate every quantity on every launch, and say which values ncu's rules stated.
 
@@ -331,7 +332,9 @@ def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = No
     (:func:`ncu_advisor.derive.ncu_evidence.ncu_rule_quantities`); they fill a quantity only
     where no metric gives it. The second result maps a quantity to the launches whose value
     came from a rule message (derived quantities inherit it from their inputs).
-    ``invocations`` (per launch; 1 each when not given) weighs ``time_share_pct``.
+    ``invocations`` (per launch; 1 each when not given) weighs ``time_share_pct``;
+    ``other_time_ns`` is GPU time of launches not in the table (a census's tail), counted
+    in the whole.
     """
     out = {}
     from_rule: dict[str, set[int]] = {}
@@ -346,7 +349,7 @@ def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = No
                 from_rule[q.name] = {int(i) for i in wide.index[filled.to_numpy()]}
         out[q.name] = value
     frame = add_derived(pd.DataFrame(out, index=wide.index))
-    frame["time_share_pct"] = time_share_pct(frame["duration_ns"], invocations)
+    frame["time_share_pct"] = time_share_pct(frame["duration_ns"], invocations, other_time_ns)
     frame = _one_block(frame)
     for d in DERIVED:
         inherited = set().union(*(from_rule.get(name, set()) for name in d.inputs))
@@ -443,7 +446,8 @@ def _bound_is(sm: Series, mem: Series, kind: str) -> Series:
     return (bound == kind).astype("float64").where(bound.notna())
 
 
-def time_share_pct(duration_ns: Series, invocations: Series | None = None) -> Series:
+def time_share_pct(duration_ns: Series, invocations: Series | None = None,
+                   other_time_ns: float = 0.0) -> Series:
     """Each launch's share of the application's GPU time, in percent: THE time share.
 
     A launch counts ``duration x invocations`` (a per-kernel summary row stands for all its
@@ -453,7 +457,7 @@ def time_share_pct(duration_ns: Series, invocations: Series | None = None) -> Se
     count = (pd.Series(1.0, index=duration_ns.index) if invocations is None
              else invocations.reindex(duration_ns.index).astype("float64"))
     time = duration_ns.astype("float64") * count
-    total = np.nansum(time)
+    total = np.nansum(time) + other_time_ns
     return 100.0 * time / total if total > 0 else time * np.nan
 
 

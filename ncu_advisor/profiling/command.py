@@ -26,6 +26,7 @@ __all__ = [
     "build_ncu_command",
     "collection_args",
     "export_csvs",
+    "export_page",
 ]
 
 _RESERVED = ("-o", "--export", "-i", "--import", "--csv", "--log-file")
@@ -188,6 +189,13 @@ def _import(cmd: list[str], dest: Path) -> None:
         said += proc.stderr.decode(errors="replace").strip().splitlines()[-1:]
         why = said[0] if said else f"exit status {proc.returncode}"
         raise ProfilingError(f"ncu could not export {cmd[2]} as CSV ({' '.join(cmd[3:])}): {why}")
+
+
+def export_page(ncu: str | os.PathLike[str], rep_path: str | os.PathLike[str], dest: Path,
+                page: str | None = None) -> Path:
+    """Export one page of a report as CSV into ``dest`` (see :func:`build_import_command`)."""
+    _import(build_import_command(ncu, rep_path, page=page), dest)
+    return dest
 
 
 def export_csvs(ncu: str | os.PathLike[str], rep_path: str | os.PathLike[str]) -> tuple[Path, Path]:

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from ..errors import NcuAdviseError, ProfilingError
+from ..errors import NcuAdviseError, ProfilingError, ProfilingInterrupted
+from . import census
 from . import sections as collect
 from .command import (
     build_import_command,
@@ -44,6 +45,7 @@ from .command import (
     count_launches,
     default_name,
     export_csvs,
+    export_page,
     has_option,
     option_value,
     report_stem,
@@ -97,8 +99,11 @@ class ProfileResult:
         cache_control: ncu's ``--cache-control`` value for this run.
         passes: Replay passes of each profiled kernel, as ncu reported them.
         interrupted: The run was stopped with Ctrl-C; the report covers what was profiled.
-        timings: Seconds spent: ``ncu`` (the program under ncu), ``export`` (CSV pages).
+        timings: Seconds spent: ``ncu`` (the program under ncu for the depth step),
+            ``census`` (the census run), ``export`` (CSV pages).
         log_path: ncu's own messages (``--log-file``), kept beside the report.
+        plan: The census and the shapes deep-profiled (None when every launch was profiled).
+        more_pages: The CSV pages of a second depth run, read with the first.
 
     """
 
@@ -119,12 +124,14 @@ class ProfileResult:
     interrupted: bool = False
     timings: dict[str, float] = field(default_factory=dict)
     log_path: Path | None = None
+    plan: census.DepthPlan | None = None
+    more_pages: list[Path] = field(default_factory=list)
 
     @property
     def report_files(self) -> list[Path]:
         """The files to read for the analysis: the CSV pages if exported, else the report."""
         if self.raw_csv is not None and self.details_csv is not None:
-            return [self.raw_csv, self.details_csv]
+            return [self.raw_csv, self.details_csv, *self.more_pages]
         return [self.rep_path]
 
     def session_facts(self) -> dict[str, object]:
@@ -138,6 +145,7 @@ class ProfileResult:
         }
         if self.passes:
             facts["passes_per_kernel"] = max(self.passes)
+        facts["profiling"] = "all launches" if self.plan is None else "census, then depth"
         facts["program_exit_code"] = self.program_exit_code
         return facts
 
@@ -169,6 +177,99 @@ def in_background(fn: Callable[..., T], *args: object) -> Future[T]:
     return future
 
 
+@dataclass
+class _Pass:
+    """One run of the program under ncu: its report and what ncu said."""
+
+    rep: Path
+    cmd: list[str]
+    returncode: int
+    output: object  # session._NcuOutput
+    interrupted: bool
+    seconds: float
+
+
+def _stale(rep: Path) -> list[Path]:
+    stem = report_stem(rep)
+    return [rep, rep.with_name(stem + ".ncu.log"), rep.with_name(stem + ".raw.csv"),
+            rep.with_name(stem + ".details.csv")]
+
+
+def _run_pass(ncu_path: Path, program_arg: str, args: list[str], rep: Path, *,
+              section_set: str | None, kernel_name: str | None, launch_count: int | None,
+              nvtx: bool, extra: list[str], progress: bool, app_exit_ok: bool = False) -> _Pass:
+    """Run the program under ncu once; raise the one-line error when no report came of it."""
+    log_path = rep.with_name(report_stem(rep) + ".ncu.log")
+    # ncu writes no report when nothing is profiled: a stale one must not pass for this run's.
+    for stale in _stale(rep):
+        stale.unlink(missing_ok=True)
+    cmd = build_ncu_command(
+        ncu_path, program_arg, args, rep_path=rep, section_set=section_set,
+        kernel_name=kernel_name, launch_count=launch_count, nvtx=nvtx, extra=extra,
+        log_file=log_path,
+    )
+    started = time.monotonic()
+    returncode, output, interrupted = run_ncu(cmd, log_path, LiveDisplay(progress, launch_count))
+    seconds = time.monotonic() - started
+    if output.permission_denied:
+        raise ProfilingError(_PERM_MESSAGE)
+    if not rep.is_file() and output.report and Path(output.report).is_file():
+        rep = Path(output.report)  # ncu chose another name than the one asked for
+    if not rep.is_file():
+        app_exit = output.app_exit_code
+        if interrupted:
+            raise ProfilingInterrupted(
+                f"interrupted (Ctrl-C) after {len(output.passes)} kernel(s); ncu saved no report")
+        if output.errors:  # e.g. "Unknown Error on device 0": more telling than "nothing"
+            raise ProfilingError(f"ncu failed (exit status {returncode}): {output.errors[0]}")
+        if output.nothing_profiled or not output.kernels:
+            raise ProfilingError(_nothing_profiled(kernel_name, extra, app_exit, output.available))
+        raise ProfilingError(
+            f"ncu wrote no report at {rep} (exit status {returncode}"
+            f"{'; ' + output.log[-1] if output.log else ''})"
+        )
+    return _Pass(rep, cmd, returncode, output, interrupted, seconds)
+
+
+def census_applies(kernel_name: str | None, launch_count: int | None,
+                   extra: Sequence[str]) -> bool:
+    """Whether the default census-then-depth profiling applies: the user chose no launches."""
+    return kernel_name is None and launch_count is None and not has_option(
+        extra, *census.SELECTING_OPTIONS)
+
+
+def _take_census(ncu_path: Path, program_arg: str, args: list[str], out: Path, stem: str,
+                 nvtx: bool, extra: list[str], progress: bool, coverage: float,
+                 warnings: list[str]) -> tuple[census.DepthPlan | None, float, _Pass]:
+    """The census step: every launch's duration alone; returns the plan for the depth step."""
+    rep = out / f"{stem}.census.ncu-rep"
+    done = _run_pass(ncu_path, program_arg, args, rep, section_set=None, kernel_name=None,
+                     launch_count=None, nvtx=nvtx,
+                     extra=[*_without_set(extra), "--metrics", census.CENSUS_METRICS],
+                     progress=progress)
+    started = time.monotonic()
+    raw = rep.with_name(report_stem(rep) + ".raw.csv")
+    export_page(ncu_path, done.rep, raw, page="raw")
+    plan = census.plan_depth(census.read_census(raw), coverage=coverage)
+    return plan, time.monotonic() - started, done
+
+
+def _without_set(extra: Sequence[str]) -> list[str]:
+    """The user's ncu options less the section choice (the census collects one metric)."""
+    out, skip = [], False
+    for arg in extra:
+        if skip:
+            skip = False
+            continue
+        if arg in ("--set", "--section", "--metrics"):
+            skip = True
+            continue
+        if arg.split("=", 1)[0] in ("--set", "--section", "--metrics"):
+            continue
+        out.append(arg)
+    return out
+
+
 def run_profile(
     program: str | os.PathLike[str],
     args: Sequence[str | os.PathLike[str]] = (),
@@ -183,12 +284,22 @@ def run_profile(
     progress: bool = True,
     ncu: str | os.PathLike[str] | None = None,
     export_csv: bool = True,
+    all_launches: bool = False,
+    coverage: float = census.DEFAULT_COVERAGE,
+    on_plan: Callable[[str], None] | None = None,
 ) -> ProfileResult:
     """Profile a program under ncu.
 
+    By default in two steps (:mod:`ncu_advisor.profiling.census`): a census of every launch
+    (the duration alone), then the section set on one launch of each kernel shape among those
+    holding ``coverage`` of the GPU time, weighted afterwards by the census. With
+    ``all_launches``, ``kernel_name``, ``launch_count`` or a selecting ncu option in ``extra``
+    (``-s``, ``--nvtx-include``, ...), one run profiles every launch the filters admit.
+
     Writes ``<out_dir>/<name>.ncu-rep`` and ``<name>.ncu.log`` (ncu's own messages), and, when
     exported, ``<name>.raw.csv`` and ``<name>.details.csv`` (``name`` defaults to the
-    program's name, or the script's for ``python3 script.py``).
+    program's name, or the script's for ``python3 script.py``); the census adds
+    ``<name>.census.*`` and a second depth run ``<name>.depth2.*``.
 
     Args:
         program: The program to run, a path or a command on PATH (e.g. ``python3``).
@@ -205,6 +316,9 @@ def run_profile(
         export_csv: Export the raw and details pages as CSV (the default: faster to read
             than the ``.ncu-rep``); False leaves the ``.ncu-rep`` to be read directly, which
             needs :func:`can_read_ncu_rep` (the CSV export then happens only if that fails).
+        all_launches: Profile every launch with the section set (no census).
+        coverage: The share of the census's GPU time the deep-profiled shapes must hold.
+        on_plan: Called with the plan's one-line summary before the depth step.
 
     Returns:
         The files written and what the run reported. After Ctrl-C, what was profiled before
@@ -224,65 +338,82 @@ def run_profile(
     program_arg = resolve_program(str(program))
     args = [str(a) for a in args]
     extra = [str(e) for e in extra]
+    if not 0 < coverage <= 1:
+        raise ProfilingError(f"the coverage must be above 0% and at most 100%, not "
+                             f"{100 * coverage:g}%")
 
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ProfilingError(f"cannot create {out}: {exc.strerror or exc}") from None
-    rep = out / f"{name or default_name(str(program), args)}.ncu-rep"
-    log_path = rep.with_name(report_stem(rep) + ".ncu.log")
-    # ncu writes no report when nothing is profiled: a stale one must not pass for this run's.
-    for stale in (rep, log_path, rep.with_name(report_stem(rep) + ".raw.csv"),
-                  rep.with_name(report_stem(rep) + ".details.csv")):
+    stem = name or default_name(str(program), args)
+    rep = out / f"{stem}.ncu-rep"
+    for stale in (*_stale(rep), *_stale(out / f"{stem}.census.ncu-rep"),
+                  *_stale(out / f"{stem}.depth2.ncu-rep")):
         stale.unlink(missing_ok=True)
-
     if not has_option(extra, "--set"):
         warnings += collection_args(ncu_path, section_set)[1]
-    cmd = build_ncu_command(
-        ncu_path, program_arg, args, rep_path=rep, section_set=section_set,
-        kernel_name=kernel_name, launch_count=launch_count, nvtx=nvtx, extra=extra,
-        log_file=log_path,
-    )
-    started = time.monotonic()
-    returncode, output, interrupted = run_ncu(cmd, log_path, LiveDisplay(progress, launch_count))
-    timings = {"ncu": time.monotonic() - started}
+
+    timings: dict[str, float] = {}
+    plan = None
+    depth_runs: list[list[str]] = [[]]
+    if not all_launches and census_applies(kernel_name, launch_count, extra):
+        plan, export_s, taken = _take_census(ncu_path, program_arg, args, out, stem, nvtx,
+                                             extra, progress, coverage, warnings)
+        timings["census"] = taken.seconds
+        timings["census_export"] = export_s
+        if taken.interrupted:
+            raise ProfilingInterrupted(
+                f"interrupted (Ctrl-C) during the census, after {len(taken.output.kernels)} "
+                "launch(es); nothing was deep-profiled")
+        depth_runs = plan.runs
+        if on_plan is not None:
+            on_plan(plan.summary())
+
+    passes: list[_Pass] = []
+    for i, filters in enumerate(depth_runs):
+        target = rep if i == 0 else out / f"{stem}.depth{i + 1}.ncu-rep"
+        try:
+            passes.append(_run_pass(ncu_path, program_arg, args, target, section_set=section_set,
+                                    kernel_name=kernel_name, launch_count=launch_count,
+                                    nvtx=nvtx, extra=[*extra, *filters], progress=progress))
+        except ProfilingError:
+            if i == 0:
+                raise
+            warnings.append("the second depth run gave no report; template instantiations "
+                            "that share a launch configuration are left out")
+            break
+        if passes[-1].interrupted:
+            break
+    first = passes[0]
+    rep = first.rep
+    timings["ncu"] = sum(p.seconds for p in passes)
     # Raises ncu --version's own error: ncu cannot run at all, said rather than "no report".
     version = version_query.result()
     warnings[:0] = version_warnings(version)
 
-    if output.permission_denied:
-        raise ProfilingError(_PERM_MESSAGE)
-    if not rep.is_file() and output.report and Path(output.report).is_file():
-        rep = Path(output.report)  # ncu chose another name than the one asked for
+    output = first.output
+    interrupted = any(p.interrupted for p in passes)
     app_exit = output.app_exit_code
-    if app_exit is None and returncode == 0:
+    if app_exit is None and first.returncode == 0:
         app_exit = 0
-    if not rep.is_file():
-        if interrupted:
-            raise ProfilingError(
-                f"interrupted (Ctrl-C) after {len(output.passes)} kernel(s); ncu saved no report")
-        if output.errors:  # e.g. "Unknown Error on device 0": more telling than "nothing"
-            raise ProfilingError(f"ncu failed (exit status {returncode}): {output.errors[0]}")
-        if output.nothing_profiled or not output.kernels:
-            raise ProfilingError(_nothing_profiled(kernel_name, extra, app_exit, output.available))
-        raise ProfilingError(
-            f"ncu wrote no report at {rep} (exit status {returncode}"
-            f"{'; ' + output.log[-1] if output.log else ''})"
-        )
-
     raw_csv = details_csv = None
-    kernels = len(output.passes) or len(output.kernels)
-    if export_csv or not can_read_ncu_rep():
+    extra_pages: list[Path] = []
+    kernels = sum(len(p.output.passes) or len(p.output.kernels) for p in passes)
+    if export_csv or not can_read_ncu_rep() or len(passes) > 1:
         started = time.monotonic()
         raw_csv, details_csv = export_csvs(ncu_path, rep)
+        for more in passes[1:]:
+            extra_pages += list(export_csvs(ncu_path, more.rep))
         timings["export"] = time.monotonic() - started
-        kernels = count_launches(raw_csv)
+        kernels = count_launches(raw_csv) + sum(count_launches(p) for p in extra_pages[::2])
         if kernels == 0 and not interrupted:
             raise ProfilingError(_nothing_profiled(kernel_name, extra, app_exit,
                                                   output.available))
-    warnings += output.warnings
-    warnings += [f"ncu: {e}" for e in output.errors]
+    for p in passes:
+        warnings += p.output.warnings
+        warnings += [f"ncu: {e}" for e in p.output.errors]
     plural = "s" if kernels != 1 else ""
     if interrupted:
         warnings.append(f"interrupted (Ctrl-C): the report covers the {kernels} kernel{plural} "
@@ -292,31 +423,44 @@ def run_profile(
             f"the program exited with status {app_exit}; the report covers the {kernels} "
             f"kernel{plural} profiled before that"
         )
-    elif returncode != 0:
-        warnings.append(f"ncu exited with status {returncode}; the report may be incomplete")
+    elif first.returncode != 0:
+        warnings.append(f"ncu exited with status {first.returncode}; the report may be "
+                        "incomplete")
 
     return ProfileResult(
         rep_path=rep,
         raw_csv=raw_csv,
         details_csv=details_csv,
-        command=cmd,
+        command=first.cmd,
         ncu_version=version,
         program_exit_code=app_exit,
         warnings=warnings,
         kernels_profiled=kernels,
-        log=output.log,
+        log=[line for p in passes for line in p.output.log],
         ncu=ncu_path,
         section_set=option_value(extra, "--set") or section_set,
         clock_control=option_value(extra, "--clock-control") or "none",
         cache_control=option_value(extra, "--cache-control") or "all",
-        passes=list(output.passes),
+        passes=[n for p in passes for n in p.output.passes],
         interrupted=interrupted,
         timings=timings,
-        log_path=log_path,
+        log_path=rep.with_name(report_stem(rep) + ".ncu.log"),
+        plan=plan,
+        more_pages=extra_pages,
     )
 
 
 def read_profiled(result, lean: bool = False):
+    """Read what a profiling run produced, weighted by its census when it had one.
+
+    See :func:`_read_pages` for the reading and :func:`ncu_advisor.profiling.census.weigh`
+    for the weights.
+    """
+    report = _read_pages(result, lean)
+    return report if result.plan is None else census.weigh(report, result.plan)
+
+
+def _read_pages(result, lean: bool = False):
     """Read what a profiling run produced: its CSV pages, else the .ncu-rep itself.
 
     A .ncu-rep the installed ``ncu_report`` module cannot read (a newer format, or a module

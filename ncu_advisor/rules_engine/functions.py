@@ -315,7 +315,9 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
     )
     findings = []
     for chain in chains:
-        durations = np.array([rows[c].duration_ns for c in chain], dtype="float64")
+        # A census-weighted or summary row stands for all its invocations.
+        durations = np.array([rows[c].duration_ns * (getattr(rows[c], "invocations", 1) or 1)
+                              for c in chain], dtype="float64")
         total = float(np.nansum(durations))
         if not total > 0:
             continue

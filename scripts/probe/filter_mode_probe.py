@@ -8,9 +8,10 @@ of one template (same base function name) with the same configuration. Each shap
 import cupy as cp
 
 SRC = r"""
-extern "C" __global__ void kA(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] += 1.f; }
-extern "C" __global__ void kB(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.f; }
-template <int V> __global__ void kT(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] += V; }
+#define I int i = blockIdx.x * blockDim.x + threadIdx.x
+extern "C" __global__ void kA(float* x, int n) { I; if (i < n) x[i] += 1.f; }
+extern "C" __global__ void kB(float* x, int n) { I; if (i < n) x[i] *= 2.f; }
+template <int V> __global__ void kT(float* x, int n) { I; if (i < n) x[i] += V; }
 """
 mod = cp.RawModule(code=SRC, options=("-std=c++17",), name_expressions=["kT<1>", "kT<2>"])
 kA, kB = mod.get_function("kA"), mod.get_function("kB")

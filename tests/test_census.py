@@ -1,0 +1,204 @@
+"""Census, then depth (profiling/census.py): real captures of a 10-step PyTorch training loop.
+
+``sample_reports/census/`` holds, from the H200 (PROVENANCE.md there): the census raw page of
+the loop (every launch, its duration alone), the two depth runs the default profiling made
+from it, and the same loop profiled launch by launch with the advisor set (``all``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import ncu_calls, use_fake_ncu
+
+from ncu_advisor import analyze, read_report
+from ncu_advisor.errors import ProfilingInterrupted
+from ncu_advisor.profiling import census
+from ncu_advisor.profiling.run import read_profiled, run_profile
+
+ROOT = Path(__file__).resolve().parent.parent
+CAPTURES = ROOT / "sample_reports" / "census"
+LOOP = "torch_train_loop"
+
+
+def _unzipped(name: str, tmp: Path) -> Path:
+    out = tmp / name.removesuffix(".gz")
+    with gzip.open(CAPTURES / name) as src, out.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out
+
+
+@pytest.fixture(scope="module")
+def plan(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("census")
+    return census.plan_depth(census.read_census(_unzipped(f"{LOOP}.default.census.raw.csv.gz",
+                                                          tmp)))
+
+
+@pytest.fixture(scope="module")
+def weighted(plan):
+    deep = read_report([CAPTURES / f"{LOOP}.default.{page}.csv.gz"
+                        for page in ("raw", "details", "depth2.raw", "depth2.details")])
+    return analyze(census.weigh(deep, plan))
+
+
+@pytest.fixture(scope="module")
+def every_launch():
+    return analyze(read_report([CAPTURES / f"{LOOP}.all.raw.csv.gz",
+                                CAPTURES / f"{LOOP}.all.details.csv.gz"]))
+
+
+@pytest.mark.parametrize(("name", "function"), [
+    ("void at::<unnamed>::multi_tensor_apply_kernel<at::<unnamed>::TensorListMetadata<1>, "
+     "std::multiplies<float>, float>(T1, T2, T3...)", "multi_tensor_apply_kernel"),
+    ("void kT<2>(float *, int)", "kT"),
+    ("kA", "kA"),
+    ("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma",
+     "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x64x8_stage3_warpsize1x4x1_ffma"),
+    ("void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4>(T1::Params)",
+     "Kernel2"),
+])
+def test_function_name_is_what_ncu_k_matches(name, function):
+    assert census.function_name(name) == function
+
+
+def test_one_kernel_printed_two_ways_by_ncu_is_one_shape():
+    # The census and the depth run of the same loop printed these for one kernel.
+    census_name = ("void at::<unnamed>::multi_tensor_apply_kernel<at::<unnamed>::"
+                   "TensorListMetadata<1>, at::<unnamed>::BinaryOpScalarFunctor<float, 1, 1, 0>, "
+                   "std::multiplies<float>, float>(T1, T2, T3...)")
+    depth_name = ("void unnamed>::multi_tensor_apply_kernel<unnamed>::TensorListMetadata<1>, "
+                  "unnamed>::BinaryOpScalarFunctor<float, 1, 1, 0>, std::multiplies<float>, "
+                  "float>(T1, T2, T3...)")
+    assert census.canonical_name(census_name) == census.canonical_name(depth_name)
+    assert census.canonical_name("void kT<1>(float *, int)") != census.canonical_name(
+        "void kT<2>(float *, int)")
+
+
+def test_census_reads_every_launch_into_shapes(plan):
+    c = plan.census
+    assert c.launches == 358 and len(c.shapes) == 38
+    assert sum(s.launches for s in c.shapes) == 358
+    assert c.total_ns == pytest.approx(sum(s.time_ns for s in c.shapes))
+    times = [s.time_ns for s in c.shapes]
+    assert times == sorted(times, reverse=True)
+
+
+def test_plan_covers_the_time_with_one_launch_per_shape(plan):
+    assert plan.coverage >= census.DEFAULT_COVERAGE
+    assert len(plan.selected) < len(plan.census.shapes)
+    first = plan.runs[0]
+    assert first[:4] == ["--filter-mode", "per-launch-config", "-c", "1"]
+    assert first[4] == "-k" and first[5].startswith("regex:^(")
+    assert "358 launches, 38 kernel shapes; deep-profiling 31" in plan.summary()
+
+
+def test_template_instantiations_sharing_a_configuration_get_a_second_run(plan):
+    # AdamW's multi-tensor kernels: seven instantiations with one grid and block hold ~28%
+    # of the loop; ncu's per-launch-config filter keys on the function name, so -c 1 takes
+    # only the first. The second run reaches the eighth launch of that configuration.
+    assert len(plan.runs) == 2
+    assert plan.runs[1] == ["--filter-mode", "per-launch-config", "-c", "8",
+                            "-k", "regex:^(multi_tensor_apply_kernel)$"]
+
+
+def test_small_hidden_groups_do_not_cost_a_second_run(plan):
+    big = [s for s in plan.census.shapes if s.function != "multi_tensor_apply_kernel"]
+    small = census.Census([k for k in plan.census.launch_keys
+                           if census.function_name(k[0]) != "multi_tensor_apply_kernel"], big)
+    assert len(census.plan_depth(small).runs) == 1
+
+
+def test_weighted_depth_counts_every_launch(weighted, plan):
+    launches = weighted.report.launches
+    assert len(launches) == 34  # one per shape reached, repeats of a shape dropped
+    assert weighted.report.session["census"]["profiled_shapes"] == 34
+    assert int(launches["invocations"].sum()) + sum(
+        s.launches for s in plan.census.shapes
+        if s.key not in {x.key for x in plan.census.shapes}) <= 358
+    assert weighted.total_time_ns == pytest.approx(plan.census.total_ns)
+
+
+def test_weighted_depth_gives_the_all_launch_advice(weighted, every_launch):
+    """Same top actions, time shares within 2 points, from 36 launches instead of 358."""
+    def shares(a):
+        launches = a.report.launches
+        time = launches["duration_ns"] * launches["invocations"]
+        key = (launches["name"].map(census.canonical_name) + launches["grid_x"].astype(str)
+               + launches["block_x"].astype(str))
+        return time.groupby(key).sum() / a.total_time_ns * 100
+
+    mine, theirs = shares(weighted), shares(every_launch)
+    assert (mine.reindex(theirs.index).fillna(0) - theirs).abs().max() < 2.0
+    assert weighted.actions[0].id == every_launch.actions[0].id == "compile-eager-ops"
+    assert {a.id for a in weighted.actions[:3]} == {a.id for a in every_launch.actions[:3]}
+    for a in weighted.actions[:3]:
+        b = next(x for x in every_launch.actions if x.id == a.id)
+        assert a.estimated_saving_ns == pytest.approx(b.estimated_saving_ns, rel=0.3)
+
+
+# --------------------------------------------------------------------------- through the wrapper
+
+
+@pytest.fixture
+def fake(monkeypatch, tmp_path):
+    return use_fake_ncu(monkeypatch, tmp_path)
+
+
+PY = "python3"
+
+
+def test_default_profiling_is_a_census_then_depth(fake, tmp_path):
+    lines = []
+    result = run_profile(PY, ["-c", "pass"], out_dir=tmp_path / "out", progress=False,
+                         on_plan=lines.append)
+    calls = [c for c in ncu_calls(tmp_path) if "--version" not in c and "--import" not in c]
+    assert len(calls) == 2
+    assert "--metrics" in calls[0] and census.CENSUS_METRICS in calls[0]
+    assert "--section" not in calls[0]
+    assert calls[1][calls[1].index("--filter-mode") + 1] == "per-launch-config"
+    assert "--section" in calls[1]
+    assert lines and lines[0].startswith("census: 9 launches")
+    assert result.plan is not None and "census" in result.timings
+    report = read_profiled(result)
+    # forms_app: 9 launches of 9 shapes (saxpy and scale_vec run with different grids).
+    assert len(report.launches) == 9
+    assert int(report.launches["invocations"].sum()) == 9
+    assert report.session["census"]["launches"] == 9
+
+
+@pytest.mark.parametrize("choice", [{"kernel_name": "saxpy"}, {"launch_count": 3},
+                                    {"extra": ("--launch-skip", "2")},
+                                    {"extra": ("--nvtx-include", "a/")},
+                                    {"all_launches": True}])
+def test_a_user_choice_of_launches_skips_the_census(fake, tmp_path, choice):
+    result = run_profile(PY, ["-c", "pass"], out_dir=tmp_path / "out", progress=False, **choice)
+    calls = [c for c in ncu_calls(tmp_path) if "--version" not in c and "--import" not in c]
+    assert len(calls) == 1 and "--filter-mode" not in calls[0]
+    assert result.plan is None
+
+
+def test_coverage_out_of_range_is_refused(fake, tmp_path):
+    from ncu_advisor.errors import ProfilingError
+
+    with pytest.raises(ProfilingError, match="coverage"):
+        run_profile(PY, ["-c", "pass"], out_dir=tmp_path, progress=False, coverage=0)
+
+
+def test_ctrl_c_during_the_census_exits_130(fake, tmp_path, monkeypatch):
+    import os
+    import signal
+    import threading
+
+    monkeypatch.setenv("FAKE_NCU_DELAY", "0.3")
+    timer = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(ProfilingInterrupted) as exc:
+            run_profile(PY, ["-c", "pass"], out_dir=tmp_path, progress=False)
+    finally:
+        timer.cancel()
+    assert exc.value.exit_code == 130 and "census" in str(exc.value)
