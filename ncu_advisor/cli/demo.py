@@ -32,8 +32,9 @@ def demo_command(
     list_: Annotated[bool, typer.Option("--list", help="List the demos (no GPU needed).")] = False,
     profile: Annotated[bool, typer.Option(
         "--profile", help="Run the pair under ncu and analyze it.")] = False,
-    format: Annotated[DemoFormat, typer.Option("--format", "-f")] = DemoFormat.text,
-    repeats: Annotated[int, typer.Option(help="Timed runs per variant.")] = 50,
+    format: Annotated[DemoFormat, typer.Option(
+        "--format", "-f", help="text or json.", case_sensitive=False)] = DemoFormat.text,
+    repeats: Annotated[int, typer.Option(help="Timed runs per variant.", min=1)] = 50,
 ) -> None:
     """Teaching labs: list, time or profile the bad/good kernel pairs."""
     from .. import demos

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import textwrap
 
 from .formats import SEVERITY_TAGS, fmt_time, safe_text
 
@@ -61,7 +62,9 @@ def render_diff_text(diff: dict, gates: list[dict] | None = None, top: int = 30,
 
     """
     width = width or min(shutil.get_terminal_size((100, 24)).columns, 120)
-    lines = [_summary_line(diff)]
+    # Lines wrap between words, never inside a number; findings' titles wrap, not cut.
+    lines = textwrap.wrap(_summary_line(diff), width, subsequent_indent="  ",
+                          break_on_hyphens=False)
     for side in ("before", "after"):
         info = diff[side]
         reps = f", {len(info['repeats'])} repeat(s)" if info["repeats"] else ""
@@ -72,7 +75,7 @@ def render_diff_text(diff: dict, gates: list[dict] | None = None, top: int = 30,
     lines.append(f"pairs: {counts}")
     lines.append("")
     rows = sorted(diff["pairs"], key=lambda r: -abs(r["delta_ns"] or 0.0))
-    name_w = max(24, width - 62)
+    name_w = max(16, width - 58)  # the columns before the name take 58
     lines.append(f"{'before':>9} {'after':>9} {'change':>10} {'speedup':>8}  {'verdict':<7} "
                  f"{'match':<8} kernel")
     for row in rows[:top]:
@@ -95,8 +98,11 @@ def render_diff_text(diff: dict, gates: list[dict] | None = None, top: int = 30,
         for f in items:
             times = f" (x{f['launches']})" if f["launches"] > 1 else ""
             tag = SEVERITY_TAGS[f["severity"]]
-            lines.append(_clip(f"  [{tag}] {f['rule']}: {f['kernel']}{times}", width))
-            lines.append(_clip(f"         {f['title']}", width))
+            lines.extend(textwrap.wrap(f"  [{tag}] {f['rule']}: {f['kernel']}{times}", width,
+                                       subsequent_indent=" " * 9, break_on_hyphens=False))
+            lines.extend(textwrap.wrap(" ".join(f["title"].split()), width,
+                                       initial_indent=" " * 9, subsequent_indent=" " * 9,
+                                       break_on_hyphens=False))
     kept = findings["kept"]
     worse = [f for f in kept if f["worsened"]]
     lines.append("")
@@ -105,5 +111,6 @@ def render_diff_text(diff: dict, gates: list[dict] | None = None, top: int = 30,
         f"{f['after_severity']})" for f in worse) if worse else ""))
     for gate in gates or []:
         state = "passed" if gate["passed"] else "FAILED"
-        lines.append(_clip(f"gate {gate['gate']}: {state}: {gate['reason']}", width))
+        lines.extend(textwrap.wrap(f"gate {gate['gate']}: {state}: {gate['reason']}", width,
+                                   subsequent_indent="  ", break_on_hyphens=False))
     return "\n".join(safe_text(line) for line in lines) + "\n"
