@@ -339,3 +339,27 @@ def test_findings_as_a_data_frame():
         "launch-config.small-grid", "tiny_reduce", "high"]
     assert str(frame["launch"].dtype) == "Int64"
     assert list(analysis.actions_frame()["title"])[0].startswith("tiny_reduce:")
+
+
+# --- 11. Teaching without a GPU ---------------------------------------------------------
+
+def test_demo_offline_walks_the_lesson_from_the_capture(capsys):
+    code, out, err = run(["demo", "coalescing", "--offline"], capsys)
+    assert code == 0, err
+    assert "bad (strided)" in out and "good (contiguous)" in out
+    assert "38.99x faster after the fix" in out
+    removed = out.split("What the fix removes (3):")[1].split("Still there")[0]
+    assert "coalescing.global-loads" in removed and "coalescing.global-stores" in removed
+    assert "Fix: Make adjacent threads touch adjacent addresses" in out
+
+
+def test_every_demo_offline_removes_its_own_category(capsys):
+    code, out, _ = run(["demo", "all", "--offline", "-f", "json"], capsys)
+    lessons = json.loads(out)
+    assert code == 0 and len(lessons) == 14
+    for lesson in lessons:
+        if lesson["name"] == "roofline":  # a contrast of two placements, not a fix
+            continue
+        assert lesson["speedup"] > 1, lesson["name"]
+        assert any(f["rule"].startswith(lesson["name"] + ".") for f in lesson["resolved"]), \
+            lesson["name"]
