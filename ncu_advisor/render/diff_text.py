@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import textwrap
 
@@ -19,11 +20,42 @@ def _signed_time(ns: float | None) -> str:
 
 
 def _kernel_labels(row: dict, width: int) -> list[str]:
-    """The kernel column: one name, or the before name and the after name on a second line."""
+    """The kernel column: one name, or the before name and the after name on a second line.
+
+    A name longer than the column wraps onto the next lines of the column (never cut).
+    """
     b, a = row["before"], row["after"]
+
+    def wrapped(name: str) -> list[str]:
+        return _name_lines(safe_text(name, False), width)
+
     if b is None or a is None or b["short_name"] == a["short_name"]:
-        return [_clip((a or b)["short_name"], width)]
-    return [_clip(b["short_name"], width), _clip("-> " + a["short_name"], width)]
+        return wrapped((a or b)["short_name"])
+    return wrapped(b["short_name"]) + wrapped("-> " + a["short_name"])
+
+
+NAME_LINES = 3  # a name in the pairs table takes at most this many lines (JSON has it whole)
+
+
+def _name_lines(name: str, width: int) -> list[str]:
+    """A kernel name in lines of ``width``, broken after underscores where it can be.
+
+    A cuBLAS name runs to 100 characters and more: past :data:`NAME_LINES` lines it ends in
+    an ellipsis.
+    """
+    pieces = re.findall(r"[^_ ]*[_ ]|[^_ ]+", name)
+    lines = [""]
+    for piece in pieces:
+        if lines[-1] and len(lines[-1]) + len(piece) > width:
+            lines.append("")
+        lines[-1] += piece
+        while len(lines[-1]) > width:  # one piece longer than the column: split it
+            lines[-1], rest = lines[-1][:width], lines[-1][width:]
+            lines.append(rest)
+    lines = [line.rstrip() for line in lines] or [""]
+    if len(lines) > NAME_LINES:
+        lines = [*lines[: NAME_LINES - 1], _clip(lines[NAME_LINES - 1] + "…", width)]
+    return lines
 
 
 def _speedup(value: float | None) -> str:
@@ -84,7 +116,7 @@ def render_diff_text(diff: dict, gates: list[dict] | None = None, top: int = 30,
                      f"{fmt_time(row['after_ns']) if row['after_ns'] is not None else '-':>9} "
                      f"{_signed_time(row['delta_ns']):>10} {_speedup(row['speedup']):>8}  "
                      f"{row['verdict']:<7} {row['match']:<8} {names[0]}")
-        lines.extend(f"{'':>55}{name}" for name in names[1:])
+        lines.extend(f"{'':>58}{name}" for name in names[1:])
     if len(rows) > top:
         lines.append(f"      ... {len(rows) - top} more pairs (use --format json)")
     findings = diff["findings"]

@@ -171,7 +171,7 @@ def _kernel_table(kernels: list[dict], top: int, width: int, wide: bool) -> list
     several = len({k["source"] for k in kernels}) > 1
     limiter_w = 18
     numbers = [k["launch"] if several else k["id"] for k in kernels]
-    id_w = max(4, *(len(str(n)) for n in numbers if n is not None)) if numbers else 4
+    id_w = max([4, *(len(str(n)) for n in numbers if n is not None)])
     name_w = max(20, width - 30 - id_w - limiter_w)
     lines = [f"{'#' if several else 'ID':>{id_w}}  {'time':>9}  {'share':>6}  "
              f"{'limiter':<{limiter_w}} {'calls':>5}  kernel"]
