@@ -95,7 +95,7 @@ def test_html_output_is_written_atomically_and_escaped(tmp_path, capsys):
     (["demo", "no-such-demo"], "unknown demo"),
     (["analyse", "x"], "unknown command 'analyse'; did you mean 'analyze'?"),
     (["analyze", str(FORMS / "forms_app.ncu-rep.gz"), "--rules", "/no/such/dir"],
-     "rules folder does not exist"),
+     "no such rule file or folder"),
 ])
 def test_bad_input_one_line_exit_2(args, message, capsys):
     code, out, err = run(args, capsys)

@@ -25,6 +25,15 @@ def _one_line_error(argv, capsys) -> str:
     return err
 
 
+def _rule_problem(argv, capsys) -> str:
+    """``rules --check`` found a problem: one line for it, one summary line, exit 1."""
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and err.endswith("ncu-advise: error: 1 problem(s) in rule "
+                                                 "files\n"), err
+    return err
+
+
 def test_diff_of_a_report_without_durations_with_itself(capsys):
     assert main(["diff", str(OCC_REP), str(OCC_REP)]) == 0
     assert "no change" in capsys.readouterr().out
@@ -80,13 +89,13 @@ def test_a_condition_nested_too_deep_is_a_rule_problem(tmp_path, capsys, depth):
     for _ in range(depth):
         cond = "{ all = [" + cond + "] }"
     (tmp_path / "coalescing.made-here.toml").write_text(_rule_text(cond))
-    assert "levels deep" in _one_line_error(["rules", "--check", str(tmp_path)], capsys)
+    assert "levels deep" in _rule_problem(["rules", "--check", str(tmp_path)], capsys)
 
 
 def test_a_format_width_bomb_is_refused_before_it_runs(tmp_path, capsys):
     (tmp_path / "coalescing.made-here.toml").write_text(
         _rule_text('{ all = [{ q = "mem_pct", ge = 0 }] }', title="x {mem_pct:>999999999}"))
-    assert "more than 64" in _one_line_error(["rules", "--check", str(tmp_path)], capsys)
+    assert "more than 64" in _rule_problem(["rules", "--check", str(tmp_path)], capsys)
     assert "more than 64" in _one_line_error(
         ["analyze", str(DETAILS), "--rules", str(tmp_path)], capsys)
 

@@ -103,9 +103,27 @@ def test_synthetic_kernel_name_is_escaped_everywhere(forms_result: dict) -> None
 def test_findings_render_in_rank_order(forms_result: dict, forms_html: str) -> None:
     table = _section(forms_html, "findings")
     titles = re.findall(r'<div class="f-title">(.*?)</div>', table)
-    assert titles == [str(escape(f["title"])) for f in forms_result["findings"]]
+    # Findings that ask for a change in rank order, then the info notes (folded), in order.
+    ranked = forms_result["findings"]
+    order = [f for f in ranked if f["severity"] != "info"] + [
+        f for f in ranked if f["severity"] == "info"]
+    assert titles == [str(escape(f["title"])) for f in order]
     ranks = [int(r) for r in re.findall(r'class="num r rank" data-sort="(\d+)"', table)]
-    assert ranks == list(range(1, len(forms_result["findings"]) + 1))
+    assert sorted(ranks) == list(range(1, len(ranked) + 1))
+
+
+def test_the_first_screen_is_what_to_change(forms_result: dict, forms_html: str) -> None:
+    """Issue 26: the actions and the top findings come before the notes, charts and tables;
+    info notes are folded."""
+    at = {name: forms_html.index(f'id="{name}"') for name in
+          ("actions", "top-findings", "validity", "summary", "roofline", "findings", "kernels")}
+    assert at["actions"] < at["top-findings"] < at["validity"] < at["summary"] < at["roofline"]
+    top = _section(forms_html, "top-findings")
+    assert top.count('<div class="f-title">') == 5 and "sev-info" not in top
+    notes = forms_html[forms_html.index('<details class="info-notes"'):]
+    notes = notes[:notes.index("</details>")]
+    infos = [f for f in forms_result["findings"] if f["severity"] == "info"]
+    assert notes.count('<div class="f-title">') == len(infos) > 0
 
 
 def test_findings_link_to_their_kernels(forms_result: dict, forms_html: str) -> None:

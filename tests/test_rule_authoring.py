@@ -48,9 +48,13 @@ def test_check_reports_every_mistake_at_once(tmp_path, capsys):
         .replace("{l2_hit_pct:.0f}% of its", "{l2_hit_rate:.0f}% of its")
         .replace('{ q = "l2_hit_pct", lt = 20 }', '{ q = "l2_hit_pc", lte = 20 }'))
     shutil.copy(builtin_rules_dir() / "roofline.hot-spots.toml", tmp_path)
-    assert main(["rules", "--check", str(tmp_path)]) == 2
+    assert main(["rules", "--check", str(tmp_path)]) == 1  # the check ran and found problems
     err = capsys.readouterr().err
-    assert err.startswith("ncu-advise: error: ") and "Traceback" not in err
+    lines = err.splitlines()
+    # One problem per line, each naming its file; then one summary line.
+    assert lines[-1] == f"ncu-advise: error: {len(lines) - 1} problem(s) in rule files"
+    assert all(ln.startswith(f"ncu-advise: {tmp_path}") for ln in lines[:-1])
+    assert len(lines) >= 5 and "Traceback" not in err
     for expected in ("unknown operator 'lte' (did you mean 'lt' or 'le'?)",
                      "unknown quantity 'l2_hit_pc' (did you mean 'l2_hit_pct'",
                      "must start with its category",
@@ -76,7 +80,7 @@ def test_failing_case_and_orphan_cases_file_are_reported(tmp_path, capsys):
     cases = tmp_path / "cache.l2-misses.cases.toml"
     cases.write_text(cases.read_text().replace('severity = "medium"', 'severity = "high"'))
     (tmp_path / "cache.gone.cases.toml").write_text("[[case]]\nexpect = 'silent'\n")
-    assert main(["rules", "--test", str(tmp_path)]) == 2
+    assert main(["rules", "--test", str(tmp_path)]) == 1  # a failing test run exits 1
     out, err = capsys.readouterr()
     assert "expected severity high, got medium" in out
     assert "no rule 'cache.gone' beside it" in err
@@ -187,7 +191,7 @@ def test_confidence_steps_are_data_and_cases_check_them(tmp_path, capsys):
         'values = { sm_pct = 20, mem_pct = 85, l2_hit_pct = 2 }\n'
         '[[case]]\nname = "some hits"\nexpect = "fires"\nconfidence = "high"\n'
         'values = { sm_pct = 20, mem_pct = 85, l2_hit_pct = 15 }\n')
-    assert main(["rules", "--test", str(tmp_path)]) == 2
+    assert main(["rules", "--test", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "[almost no hits]: ok" in out
     assert "[some hits]: FAILED: expected confidence high, got medium" in out

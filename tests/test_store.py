@@ -295,13 +295,13 @@ def test_cli_ingest_query_and_trend(tmp_path, capsys):
     rows = json.loads(out)
     assert code == 0 and len(rows) == 2 and isinstance(rows[0], dict)
     assert {r["labels"]["build"] for r in rows} == {"2", "10"}
-    code, out, _ = run(["query", "--store", str(root), "--kernel-time", ".", "--label", "build",
-                        "-f", "csv"], capsys)
+    code, out, _ = run(["query", "--store", str(root), "--kernel-time", ".", "--order-by",
+                        "build", "-f", "csv"], capsys)
     frame = pd.read_csv(pd.io.common.StringIO(out))
     assert code == 0 and list(frame["label_value"]) == [2, 10]
     code, out, _ = run(["query", "--store", str(root), "--top-kernels", "-p", "limit=1"], capsys)
     assert code == 0 and "tiling_naive_matmul" in out and "(1 rows)" in out
-    code, out, _ = run(["trend", "--store", str(root), "--label", "build"], capsys)
+    code, out, _ = run(["trend", "--store", str(root), "--order-by", "build"], capsys)
     assert code == 0 and out.splitlines()[1].split()[:2] == ["report", "build"]
     assert [ln.split()[1] for ln in out.splitlines()[2:]] == ["2", "10"]
     html = tmp_path / "trend.html"

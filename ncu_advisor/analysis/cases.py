@@ -11,6 +11,9 @@ outcome the rule must give on it::
     expect = "fires"            # fires | silent | not-evaluated
     severity = "medium"         # optional, with fires
     confidence = "high"         # optional, with fires
+    title = "L2 hit rate"       # optional, with fires: text the finding's title contains
+    estimate = 42.5             # optional, with fires: its estimated_speedup_pct (within
+                                # 0.5 points), or a range: estimate = { min = 30, max = 50 }
     values = { mem_pct = 85, sm_pct = 20, l2_hit_pct = 12 }
 
 Derived quantities (``memory_bound``, ``arith_intensity_dram`` ...) are computed from the
@@ -25,6 +28,7 @@ rule must say on it, analyzed with the folder's rules::
     variant = "bad"             # bad | good: that demo variant's kernels; all: every launch
     expect = "fires"            # fires | silent
     severity = "high"           # optional, with fires: every finding of the rule has it
+                                # (confidence, title and estimate as above, likewise)
 
 Each finding of a capture case must also show its evidence with units and name a concrete
 fix. Where the capture's files are not there (an installed wheel has no ``sample_reports/``),
@@ -50,6 +54,11 @@ from ..rules_engine.loader import CASES_SUFFIX, check_rules
 from ..rules_engine.schema import SEVERITIES, Rule, did_you_mean
 
 OUTCOMES = ("fires", "silent", "not-evaluated")
+# The keys a case may have; any other is a typo (``severty``), not silently ignored.
+ASSERTED = ("severity", "confidence", "title", "estimate")
+VALUES_KEYS = ("name", "expect", "values", *ASSERTED)
+CAPTURE_KEYS = ("name", "expect", "capture", "variant", *ASSERTED)
+ESTIMATE_TOLERANCE = 0.5  # percentage points
 CAPTURE_OUTCOMES = ("fires", "silent")
 VARIANTS = ("bad", "good", "all")
 
@@ -192,8 +201,46 @@ def judge(rule: Rule, values: dict[str, float]) -> tuple[str, Finding | None]:
     return ("not-evaluated" if skipped else "silent"), None
 
 
+def _check_keys(case: dict, allowed: tuple[str, ...]) -> list[str]:
+    return [f"unknown key {key!r}{did_you_mean(key, allowed)} (a case has: "
+            f"{', '.join(allowed)})" for key in case if key not in allowed]
+
+
+def _check_estimate(case: dict) -> list[str]:
+    if "estimate" not in case:
+        return []
+    e = case["estimate"]
+    number = (int, float)
+    if isinstance(e, number) and not isinstance(e, bool):
+        return []
+    if isinstance(e, dict) and e and set(e) <= {"min", "max"} \
+            and all(isinstance(v, number) and not isinstance(v, bool) for v in e.values()):
+        return []
+    return [f"estimate = {e!r}: a number (percent) or {{ min = X, max = Y }}"]
+
+
+def _asserted_problem(case: dict, finding: Finding) -> str | None:
+    """What the finding gets wrong of the case's severity, confidence, title and estimate."""
+    for key in ("severity", "confidence"):
+        value = getattr(finding, key, None)
+        if key in case and value != case[key]:
+            return f"expected {key} {case[key]}, got {value}"
+    if "title" in case and str(case["title"]) not in finding.title:
+        return f"expected a title containing {case['title']!r}, got {finding.title!r}"
+    if "estimate" in case:
+        got = finding.estimated_speedup_pct
+        e = case["estimate"]
+        low, high = ((e - ESTIMATE_TOLERANCE, e + ESTIMATE_TOLERANCE) if not isinstance(e, dict)
+                     else (e.get("min", float("-inf")), e.get("max", float("inf"))))
+        if got is None or not low <= got <= high:
+            shown = "no estimate" if got is None else f"{got:.1f}%"
+            want = f"{e}%" if not isinstance(e, dict) else f"{low:g}..{high:g}%"
+            return f"expected estimate {want}, got {shown}"
+    return None
+
+
 def _check_levels(case: dict) -> list[str]:
-    problems = []
+    problems = _check_estimate(case)
     if "severity" in case and case["severity"] not in SEVERITIES:
         problems.append(f"severity = {case['severity']!r}: use one of {', '.join(SEVERITIES)}")
     if "confidence" in case and case["confidence"] not in CONFIDENCE_STEPS:
@@ -210,7 +257,7 @@ def _check_case(case: dict) -> list[str]:
             problems.append(f"unknown quantity {name!r}{did_you_mean(name, known)}")
     if case.get("expect") not in OUTCOMES:
         problems.append(f"expect = {case.get('expect')!r}: use one of {', '.join(OUTCOMES)}")
-    return problems + _check_levels(case)
+    return _check_keys(case, VALUES_KEYS) + problems + _check_levels(case)
 
 
 def _check_capture_case(case: dict) -> list[str]:
@@ -229,7 +276,7 @@ def _check_capture_case(case: dict) -> list[str]:
     if case.get("expect") not in CAPTURE_OUTCOMES:
         problems.append(f"expect = {case.get('expect')!r}: use one of "
                         f"{', '.join(CAPTURE_OUTCOMES)}")
-    return problems + _check_levels(case)
+    return _check_keys(case, CAPTURE_KEYS) + problems + _check_levels(case)
 
 
 def _capture_problem(case: dict, fired: list[Finding]) -> str | None:
@@ -244,6 +291,11 @@ def _capture_problem(case: dict, fired: list[Finding]) -> str | None:
         got = {getattr(f, key) for f in fired}
         if key in case and got != {case[key]}:
             return f"expected {key} {case[key]}, got {', '.join(sorted(got))}"
+    for f in fired:
+        problem = _asserted_problem({k: v for k, v in case.items()
+                                     if k in ("title", "estimate")}, f)
+        if problem is not None:
+            return problem
     for f in fired:
         # Every finding states its evidence with units and names a concrete fix.
         if not (f.evidence and all("unit" in e and "value" in e for e in f.evidence.values())):
@@ -273,7 +325,10 @@ def read_case_file(path: Path) -> tuple[list[Case], str | None]:
 
 
 def case_files(folder: Path) -> list[Path]:
-    """The cases files of a rule folder, sorted."""
+    """The cases files of a rule folder, sorted; of one rule file, the one beside it."""
+    if folder.is_file():
+        beside = folder.with_name(folder.name.removesuffix(".toml") + CASES_SUFFIX)
+        return [beside] if beside.is_file() else []
     return sorted(folder.glob(f"*{CASES_SUFFIX}"))
 
 
@@ -314,11 +369,11 @@ def run_case(case: Case, rules: Sequence[Rule], root: Path | None = None,
     if got != c["expect"]:
         result.problem = f"expected {c['expect']}, got {got}"
         return result
-    for key in ("severity", "confidence"):
-        value = getattr(finding, key, None)
-        if key in c and value != c[key]:
-            result.problem = f"expected {key} {c[key]}, got {value}"
-            break
+    if finding is not None:
+        result.problem = _asserted_problem(c, finding)
+    elif any(key in c for key in ASSERTED):
+        result.problem = f"{', '.join(k for k in ASSERTED if k in c)} given, but the case " \
+                         f"expects {got}"
     return result
 
 

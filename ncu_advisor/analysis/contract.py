@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -29,7 +30,7 @@ def _int(value) -> int | None:
     return None if v is None else int(round(v))
 
 
-_NO_ORIGIN = {"origin": None, "origin_label": None, "role": None}
+_NO_ORIGIN = {"origin": None, "origin_label": None, "role": None, "op": None}
 
 
 def _skipped_dict(n: NotEvaluated) -> dict:
@@ -231,3 +232,61 @@ def write_json(analysis: Analysis, fh, include_metrics: bool = False) -> None:
     fh.write(b"\n  ],\n" if len(analysis.report.launches) else b"],\n")
     fh.write(b'  "findings": ' + dumps(analysis.ranked(), 1)
              + b"\n}\n")
+
+
+def matching_launches(kernels: list[dict], kernel: str | None = None,
+                      nvtx: str | None = None) -> list[int]:
+    """The launch numbers of ``kernels`` entries a ``--kernel``/``--nvtx`` filter keeps.
+
+    Args:
+        kernels: the document's ``kernels`` entries (``id``, ``launch``, ``source``,
+            ``name``, ``short_name``, ``op``, ``nvtx``).
+        kernel: a launch's ID (ncu's ID; with several input files, the launch number the
+            text output's ``#`` column shows), or a regular expression searched in the
+            kernel's name, short name and operation.
+        nvtx: an NVTX range (``fwd`` or ``model/fwd``): launches inside it, at any depth.
+
+    Raises:
+        NcuAdviseError: the expression is not a valid regular expression.
+
+    """
+    from ..errors import NcuAdviseError
+
+    several = len({k["source"] for k in kernels}) > 1
+    keep = list(kernels)
+    if kernel is not None:
+        if kernel.strip().isdigit():
+            number = int(kernel)
+            keep = [k for k in keep if (k["launch"] if several else k["id"]) == number]
+        else:
+            try:
+                pattern = re.compile(kernel)
+            except re.error as exc:
+                raise NcuAdviseError(f"--kernel {kernel!r}: not a launch ID nor a valid "
+                                     f"regular expression ({exc})") from None
+            keep = [k for k in keep if any(pattern.search(str(k.get(field) or ""))
+                                           for field in ("name", "short_name", "op"))]
+    if nvtx is not None:
+        wanted = "/" + nvtx.strip("/") + "/"
+        keep = [k for k in keep if k.get("nvtx") and wanted in "/" + k["nvtx"] + "/"]
+    return [int(k["launch"]) for k in keep]
+
+
+def select(document: dict, launches: list[int]) -> dict:
+    """The document narrowed to some launches: their kernels, findings, actions and ranges.
+
+    The summary, shares and savings stay those of the whole run (a filter changes what is
+    shown, not what was measured).
+    """
+    kept = set(launches)
+    kernels = [k for k in document["kernels"] if int(k["launch"]) in kept]
+    ids = {k["id"] for k in kernels}
+    narrowed = dict(document)
+    narrowed["kernels"] = kernels
+    narrowed["findings"] = [f for f in document["findings"]
+                            if kept & set(f.get("launch_ids") or [])]
+    narrowed["actions"] = [a for a in document.get("actions", [])
+                           if ids & set(a.get("launches") or [])]
+    narrowed["regions"] = [r for r in document.get("regions", [])
+                           if kept & set(r.get("launch_ids") or [])]
+    return narrowed

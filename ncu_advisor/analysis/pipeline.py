@@ -127,4 +127,4 @@ def analyze(report: Report, rules: list[Rule] | None = None,
                     limiters=limiters(quantities),
                     launch_shapes=shapes, regions=regions,
                     origins=launches.set_index("launch")[["origin", "origin_label",
-                                                          "origin_library", "role"]])
+                                                          "origin_library", "role", "op"]])

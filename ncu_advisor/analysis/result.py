@@ -74,14 +74,51 @@ class Analysis:
         """Findings across the application, grouped, most important first (see ranking)."""
         return ranked(self)
 
+    FRAME_COLUMNS = ("launch", "id", "kernel", "rule", "category", "severity", "confidence",
+                     "title", "estimated_speedup_pct", "estimated_saving_ns", "origin",
+                     "evidence_source", "advice", "demo")
+
+    def findings_frame(self) -> pd.DataFrame:
+        """Every finding as one row of a DataFrame, most severe first (evidence left out).
+
+        Columns: :attr:`FRAME_COLUMNS` (``launch`` and ``id`` are empty for a finding about
+        the whole application; ``kernel`` is the launch's short name or ``application``).
+        """
+        launches = self.report.launches.set_index("launch")
+        names = launches["short_name"].to_dict()
+        ids = launches["id"].to_dict()
+        rows = []
+        for f in sorted(self.findings, key=lambda f: rank_key(f.severity, f.confidence,
+                                                             f.estimated_saving_ns)):
+            row = {name: getattr(f, name, None) for name in self.FRAME_COLUMNS
+                   if name not in ("launch", "id", "kernel")}
+            row.update(launch=f.launch, id=ids.get(f.launch),
+                       kernel=names.get(f.launch, "application"))
+            rows.append(row)
+        frame = pd.DataFrame(rows, columns=list(self.FRAME_COLUMNS))
+        return frame.astype({"launch": "Int64", "id": "Int64"})
+
+    def actions_frame(self) -> pd.DataFrame:
+        """The actions (the changes to make, ranked) as a DataFrame, one row each."""
+        total = self.total_time_ns
+        return pd.DataFrame([a.to_dict(total) for a in self.actions],
+                            columns=["action", "category", "title", "severity", "confidence",
+                                     "launch_count", "time_at_stake_pct",
+                                     "estimated_saving_ns", "change", "launches", "findings"])
+
     def origins_by_launch(self) -> Mapping[int, dict]:
-        """Each kernel's origin fields for the JSON (``origin``, ``origin_label``, ``role``)."""
+        """Each kernel's origin fields for the JSON: ``origin``, ``origin_label``, ``role``, ``op``.
+
+        ``op`` is the operation a framework kernel performs, else its short name.
+        """
         if self.origins is None:
             return {}
         table = self.origins
         return LaunchEntries(table.index, {
             "origin": table["origin"].tolist(), "origin_label": table["origin_label"].tolist(),
-            "role": [None if pd.isna(role) else role for role in table["role"].tolist()]})
+            "role": [None if pd.isna(role) else role for role in table["role"].tolist()],
+            "op": (table["op"].tolist() if "op" in table.columns
+                   else [None] * len(table))})
 
     def bounds(self) -> dict[str, int]:
         """How many launches are memory-, compute-, latency-bound or unknown."""

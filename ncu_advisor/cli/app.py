@@ -7,13 +7,16 @@ its one line and exits with code 2 (usage/input). No traceback reaches the user.
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import os
+import shutil
 import sys
 import warnings
 from pathlib import Path
 
 import typer
+import typer.main
 
 from ..errors import NcuAdviseError
 
@@ -21,8 +24,9 @@ app = typer.Typer(
     name="ncu-advise",
     help="Ranked, evidence-backed optimization advice from Nsight Compute profiles.\n\n"
          "Profile a program: ncu-advise ./app [args]   (same as: ncu-advise profile ./app)\n\n"
-         "ncu-advise --version prints the version.",
-    add_completion=False,
+         "ncu-advise --version prints the version; --install-completion adds tab completion "
+         "to your shell.",
+    add_completion=True,
     pretty_exceptions_enable=False,
     no_args_is_help=True,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -56,8 +60,11 @@ def _register_commands() -> None:
 
 _register_commands()
 # Options of `profile` that take a value, so that `ncu-advise -o DIR -c 20 ./app` finds ./app.
-_PROFILE_VALUE_OPTIONS = {"-o", "--output", "--set", "-k", "--kernel-name", "-c",
+_PROFILE_VALUE_OPTIONS = {"-o", "--output", "--set", "-k", "--kernel", "--kernel-name", "-c",
                           "--launch-count", "--rules", "--coverage"}
+# The app's own options (typer's shell completion): never a program to profile.
+_APP_OPTIONS = ("--install-completion", "--show-completion")
+HELP_WIDTH = 100
 
 
 def command_names() -> set[str]:
@@ -86,7 +93,7 @@ def route(argv: list[str]) -> list[str]:
         NcuAdviseError: The first word is not a command, and not explicitly a program.
 
     """
-    if not argv or argv[0] in ("-h", "--help", *VERSION_OPTIONS):
+    if not argv or argv[0] in ("-h", "--help", *VERSION_OPTIONS, *_APP_OPTIONS):
         return argv
     commands = command_names()
     if argv[0] in commands:
@@ -105,6 +112,63 @@ def route(argv: list[str]) -> list[str]:
     raise NcuAdviseError(
         f"unknown command '{word}'; {hint}commands: {', '.join(sorted(commands))}; to profile "
         f"a program give its path or put -- before it: ncu-advise {spelled} ...")
+
+
+def _plain_type(label: str) -> str:
+    """A help type without Python's spelling: ``<list[Path]>`` -> ``<path>...``.
+
+    ``<int>`` -> ``<integer>``, ``<float>`` -> ``<number>``; a flag's ``<bool>``: nothing.
+    """
+    inner = label[1:-1] if label.startswith("<") and label.endswith(">") else label
+    many = inner.startswith("list[") and inner.endswith("]")
+    inner = inner[5:-1] if many else inner
+    inner = {"int": "integer", "float": "number", "str": "text", "Path": "path",
+             "bool": ""}.get(inner, inner)
+    return f"<{inner}>{'...' if many else ''}" if inner else ""
+
+
+def _plain_help(command) -> None:
+    """Show every parameter's type in words users know, on the whole command tree."""
+    for sub in getattr(command, "commands", {}).values():
+        _plain_help(sub)
+    # The help option is made on first use and kept: make it now, to tidy it too.
+    context = command.context_class(command, help_option_names=["-h", "--help"])
+    helper = command.get_help_option(context)
+    for param in [*command.params, *([helper] if helper is not None else [])]:
+        if getattr(param, "is_flag", False):
+            label = ""
+        elif getattr(param, "metavar", None):
+            label = param.metavar
+        else:
+            try:
+                label = _plain_type(str(param.display_type(None)))
+            except (AttributeError, TypeError):  # not a typer parameter: click's own help
+                continue
+        # typer's help reads the type column from this method (an argument's metavar is
+        # not consulted): an instance attribute answers in its place.
+        param.display_type_rich = lambda ctx, label=label: label
+        if param.param_type_name == "argument" and param.metavar is None:
+            # "PATHS..." in the usage line, "[NAME]" when optional; not "{paths}...".
+            shown = param.name.upper() + ("..." if param.nargs != 1 else "")
+            param.metavar = param.name.upper()
+            param._usage_display_name = (lambda shown=shown: shown) if param.required \
+                else (lambda shown=shown: f"[{shown}]")
+
+
+@functools.cache
+def click_command():
+    """The click command tree of the app, with plain help types (built once)."""
+    command = typer.main.get_command(app)
+    _plain_help(command)
+    return command
+
+
+def _help_width() -> None:
+    """Help fits the terminal and at most 100 columns (rich would fill a wide terminal)."""
+    from typer import rich_utils
+
+    columns = shutil.get_terminal_size((80, 24)).columns
+    rich_utils.MAX_WIDTH = max(40, min(columns, HELP_WIDTH))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,7 +192,9 @@ def main(argv: list[str] | None = None) -> int:
             # numpy's "invalid value" warnings on odd inputs are not the user's business:
             # missing values are reported as such in the output.
             warnings.simplefilter("ignore", RuntimeWarning)
-            code = app(args=argv, prog_name="ncu-advise", standalone_mode=False)
+            _help_width()
+            code = click_command().main(args=argv, prog_name="ncu-advise",
+                                        standalone_mode=False)
         return code if isinstance(code, int) else 0
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import sys
+import tempfile
 from enum import StrEnum
 from pathlib import Path
 
 import typer
 
+from ..errors import NcuAdviseError, ReportParseError
 from .output import write_text
+
+STDIO = "-"  # as an input: standard input; as -o: standard output
 
 HTML_METRICS_LIMIT = 20
 
@@ -20,6 +26,93 @@ class OutputFormat(StrEnum):
     text = "text"
     json = "json"
     html = "html"
+    markdown = "markdown"
+    sarif = "sarif"
+
+
+class ListFormat(StrEnum):
+    """Output formats of the listing commands (``rules``, ``demo``, ``occupancy``)."""
+
+    text = "text"
+    json = "json"
+
+
+class ColorMode(StrEnum):
+    """``--color``: severity colours on a terminal (auto), always, or never."""
+
+    auto = "auto"
+    always = "always"
+    never = "never"
+
+
+COLOR_HELP = ("Colour severities: auto (on a terminal, unless NO_COLOR is set), always or "
+              "never.")
+
+
+def use_color(mode: ColorMode, to_terminal: bool) -> bool:
+    """Whether text output gets ANSI colours (https://no-color.org: NO_COLOR turns auto off)."""
+    if mode is ColorMode.always:
+        return True
+    if mode is ColorMode.never or os.environ.get("NO_COLOR"):
+        return False
+    return to_terminal and os.environ.get("TERM") != "dumb"
+
+
+def to_stdout(output: Path | None) -> Path | None:
+    """``-o -`` means standard output, as no ``-o`` does (None)."""
+    return None if output is not None and str(output) == STDIO else output
+
+
+@contextlib.contextmanager
+def stdin_inputs(paths: list[Path]):
+    """Paths with ``-`` replaced by a temporary copy of standard input; yield (paths, names).
+
+    ``names`` maps the copy's path to ``-``, so the report and its errors name the input as
+    the user gave it. A gzip stream is known by its magic bytes; the form by content.
+
+    Raises:
+        NcuAdviseError: ``-`` given twice, or standard input is a terminal or empty.
+
+    """
+    given = [str(p) for p in paths]
+    if STDIO not in given:
+        yield paths, {}
+        return
+    if given.count(STDIO) > 1:
+        raise NcuAdviseError("- (standard input) can be given once")
+    if sys.stdin is None or sys.stdin.isatty():
+        raise NcuAdviseError("-: reads a report from standard input; pipe one in "
+                             "(ncu --csv ./app | ncu-advise analyze -)")
+    folder = tempfile.mkdtemp(prefix="ncu-advise-stdin-")
+    try:
+        source = sys.stdin.buffer
+        head = source.read(2)
+        if not head:
+            raise ReportParseError("-: standard input is empty")
+        copy = Path(folder, "stdin.gz" if head == b"\x1f\x8b" else "stdin")
+        with open(copy, "wb") as fh:
+            fh.write(head)
+            shutil.copyfileobj(source, fh, 1 << 20)
+        names = {str(copy): STDIO}
+        try:
+            yield [copy if str(p) == STDIO else p for p in paths], names
+        except NcuAdviseError as exc:  # name the input as given, not the temporary copy
+            text = str(exc).replace(str(copy), STDIO)
+            if text == str(exc):
+                raise
+            raise type(exc)(text) from None
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def rename_sources(report, names: dict[str, str]) -> None:
+    """Name inputs in a Report as the user gave them (``-``, not a temporary copy)."""
+    if not names:
+        return
+    report.sources = [names.get(s, s) for s in report.sources]
+    report.launches["source"] = report.launches["source"].map(lambda s: names.get(s, s))
+    for old, new in names.items():
+        report.warnings[:] = [w.replace(old, new) for w in report.warnings]
 
 
 class GroupBy(StrEnum):
@@ -77,7 +170,15 @@ def rich_console(stderr: bool):
 
 
 def render(result: dict, fmt: OutputFormat, top: int, group_by: str | None = None) -> str:
-    """Format one analysis result."""
+    """Format one analysis result (JSON, HTML, Markdown, SARIF or plain text)."""
+    if fmt is OutputFormat.markdown:
+        from ..render.markdown import render_markdown
+
+        return render_markdown(result, top=top)
+    if fmt is OutputFormat.sarif:
+        from ..render.sarif import render_sarif
+
+        return render_sarif(result)
     if fmt is OutputFormat.json:
         from .. import json_text
 

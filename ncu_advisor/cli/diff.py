@@ -58,7 +58,7 @@ def diff_command(
         "--format", "-f", help="text (terminal), json (machine contract) or html (report).",
         case_sensitive=False)] = DiffFormat.text,
     output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="Write to this file instead of stdout.")] = None,
+        "--output", "-o", help="Write to this file instead of stdout (- is stdout).")] = None,
     before_repeat: Annotated[list[Path] | None, typer.Option(
         "--before-repeat", help="Another capture of the baseline program (repeatable): the "
         "noise bands come from the differences the repeats show.")] = None,
@@ -81,15 +81,21 @@ def diff_command(
         "--min-share", help="Kernels below this share (percent) of both runs are not gated "
         "one by one (the whole run still is).", metavar="PCT")] = DEFAULT_MIN_SHARE_PCT,
     rules: Annotated[list[Path] | None, typer.Option(
-        "--rules", help="Folder of extra rule files (repeatable).")] = None,
-    top: Annotated[int, typer.Option(help="How many pairs the text output lists.")] = 30,
+        "--rules", help="Extra rule files or folders of them (repeatable).")] = None,
+    top: Annotated[int | None, typer.Option(
+        help="How many pairs the text output lists [default: 30].", min=1,
+        show_default=False)] = None,
 ) -> None:
     """Compare two runs: launches paired, time and findings changed, CI gates."""
     from ..diff.compare import diff_runs, evaluate_gates
     from ..errors import NcuAdviseError
-    from .common import warn, write_atomic
+    from .common import to_stdout, warn, write_atomic
     from .output import check_output_file, rule_files_kept
 
+    output = to_stdout(output)
+    if top is not None and format is not DiffFormat.text:
+        raise NcuAdviseError("--top applies to -f text only")
+    top = 30 if top is None else top
     if noise_floor_us < 0 or min_share < 0:
         raise NcuAdviseError("--noise-floor-us and --min-share must be >= 0")
     if output is not None:  # before any work: never overwrite what this command reads

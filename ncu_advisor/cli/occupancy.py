@@ -97,7 +97,7 @@ def occupancy_command(
     shared_mem: Annotated[int, typer.Option(
         "--shared-mem", help="Static + dynamic shared memory per block, bytes.")] = 0,
     format: Annotated[CalcFormat, typer.Option(
-        "--format", help="Output format.")] = CalcFormat.text,
+        "--format", "-f", help="text or json.", case_sensitive=False)] = CalcFormat.text,
     sm_count: Annotated[int | None, typer.Option(
         "--sm-count", help="SMs on the device, to print the minimum grid that fills it.")] = None,
 ) -> None:

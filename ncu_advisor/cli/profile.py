@@ -37,7 +37,7 @@ def profile_cmd(
         "--set", help="What ncu collects: 'advise' (only what ncu-advise reads, a fraction of "
         "full's replay passes) or an ncu set such as 'full'.")] = "advise",
     kernel_name: Annotated[str | None, typer.Option(
-        "--kernel-name", "-k", help="Only kernels matching this name (ncu -k; "
+        "--kernel", "-k", "--kernel-name", help="Only kernels matching this name (ncu -k; "
         "regex:PATTERN for a pattern).")] = None,
     launch_count: Annotated[int | None, typer.Option(
         "--launch-count", "-c", help="Profile at most this many launches (ncu -c).")] = None,

@@ -14,17 +14,24 @@ from typing import Annotated
 
 import typer
 
-from ..errors import NcuAdviseError, RuleDefinitionError
-from .common import OutputFormat
+from ..errors import NcuAdviseError
+from .common import ListFormat as OutputFormat
 
 
 def rules_tools(check: list[Path], test: list[Path], quantities: bool) -> None:
-    """Run the rule-author tools; raise RuleDefinitionError (exit 2) listing every problem."""
+    """Run the rule-author tools: every problem on a line of its own, exit 1 if any.
+
+    Like a test runner: the check ran and found something (1); a path that does not exist is
+    a usage error (2).
+    """
     # The rules and quantities load pandas and pydantic: not at the CLI's start-up.
     from ..analysis.cases import run_cases
     from ..derive.quantities import label_of, quantity_names, unit_of
     from ..rules_engine.loader import check_rules, rule_files
 
+    for path in [*check, *test]:
+        if not path.exists():
+            raise NcuAdviseError(f"{path}: no such rule file or folder")
     if quantities:
         width = max(len(n) for n in quantity_names())
         for name in quantity_names():
@@ -34,7 +41,8 @@ def rules_tools(check: list[Path], test: list[Path], quantities: bool) -> None:
         rules, found = check_rules([folder])
         problems += found
         if not found:
-            typer.echo(f"{folder}: {len(rule_files(folder))} rule file(s) OK")
+            count = 1 if folder.is_file() else len(rule_files(folder))
+            typer.echo(f"{folder}: {count} rule file(s) OK")
     failed = 0
     for folder in test:
         results, found = run_cases(folder)
@@ -45,15 +53,23 @@ def rules_tools(check: list[Path], test: list[Path], quantities: bool) -> None:
         if not found:
             typer.echo(f"{folder}: {len(results) - failed} of {len(results)} case(s) passed")
     if problems or failed:
-        lines = problems + ([f"{failed} rule case(s) failed"] if failed else [])
-        raise RuleDefinitionError(f"{len(lines)} problem(s):\n" + "\n".join(lines))
+        from ..render.formats import safe_text
+
+        for line in problems:
+            for part in line.splitlines():
+                typer.echo(f"ncu-advise: {safe_text(part)}", err=True)
+        summary = [f"{len(problems)} problem(s) in rule files" if problems else "",
+                   f"{failed} rule case(s) failed" if failed else ""]
+        typer.echo(f"ncu-advise: error: {', '.join(s for s in summary if s)}", err=True)
+        raise typer.Exit(1)
 
 
 def rules_cmd(
     rule_id: Annotated[str | None, typer.Argument(help="Show one rule in full.")] = None,
     rules: Annotated[list[Path] | None, typer.Option(
-        "--rules", help="Folder of extra rule files (repeatable).")] = None,
-    format: Annotated[OutputFormat, typer.Option("--format", "-f")] = OutputFormat.text,
+        "--rules", help="Extra rule files or folders of them (repeatable).")] = None,
+    format: Annotated[OutputFormat, typer.Option(
+        "--format", "-f", help="text or json.", case_sensitive=False)] = OutputFormat.text,
     check: Annotated[list[Path] | None, typer.Option(
         "--check", help="Validate a folder of rule files (repeatable): every problem at "
         "once, no report needed.")] = None,
@@ -107,7 +123,8 @@ def rules_cmd(
         if rule.estimate:
             e = rule.estimate
             block("Estimated saving", f"{e.method} of {e.quantity or e.value}"
-                  + (f" against {e.target:g}" if e.target else "")
+                  + (f" against {e.target:g}" if isinstance(e.target, float | int)
+                     else f" against {e.target}" if e.target else "")
                   + (f", scaled by {e.scale}" if e.scale else "") + f", at most {e.cap:g}%")
         block("Needs", ", ".join(rule.needs) + " (metrics: " + ", ".join(metrics) + ")")
         typer.echo(f"\nDemo: ncu-advise demo {rule.demo}" if rule.demo else "")
@@ -127,5 +144,7 @@ def rules_cmd(
     for r in sorted(loaded, key=lambda r: (r.category, r.id)):
         title = re.sub(r"\{[^{}]*\}", "N", r.title)
         line = f"{r.id:<{width}}  {r.category:<14} {title}"
-        typer.echo(line if len(line) <= columns else line[: columns - 1] + "…")
+        # The title wraps under itself rather than being cut at the edge.
+        typer.echo("\n".join(textwrap.wrap(line, max(columns, width + 40),
+                                            subsequent_indent=" " * (width + 17))))
     typer.echo(f"\n{len(loaded)} rules; `ncu-advise rules ID` shows one in full.")

@@ -49,8 +49,8 @@ class TrendFormat(StrEnum):
 
 
 def _emit(text: str, output: Path | None) -> None:
-    """Print, or write a file all at once (never half-written)."""
-    if output is None:
+    """Print, or write a file all at once (never half-written); ``-o -`` is stdout."""
+    if output is None or str(output) == "-":
         typer.echo(text, nl=False)
         return
     if not output.parent.exists():
@@ -101,8 +101,62 @@ def format_table(table: pa.Table, fmt: TableFormat) -> str:
         return buf.getvalue()
     if frame.empty:
         return "(no rows)\n" if len(frame.columns) else ""
-    # A terminal table: names from reports can hold control characters.
-    return safe_text(frame.to_string(index=False, max_colwidth=60)) + f"\n({len(frame)} rows)\n"
+    return text_table(table)
+
+
+CELL_WIDTH = 40  # the widest cell of a text table; csv and json give values whole
+
+
+def _cell(value: Any) -> str:
+    """A query value for a terminal table: empty when missing, numbers short, times in ISO."""
+    value = _jsonable(value)
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, str) and "T" in value[:11] and value[:4].isdigit():
+        value = value.replace("T", " ").split(".")[0].split("+")[0]  # an ISO time, seconds
+    if isinstance(value, dict | list):
+        value = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    text = " ".join(safe_text(str(value), newlines=False).split())
+    return text if len(text) <= CELL_WIDTH else text[: CELL_WIDTH - 1] + "…"
+
+
+def text_table(table: pa.Table) -> str:
+    """An aligned table (numbers right-aligned), not pandas' repr.
+
+    No NaN or NaT, no cell wider than :data:`CELL_WIDTH`; ``-f csv`` or ``-f json`` has every
+    value whole.
+    """
+    rows = table.to_pylist()
+    names = table.column_names
+    cells = [[_cell(r[n]) for n in names] for r in rows]
+    numeric = [all(isinstance(_jsonable(r[n]), int | float) or r[n] is None for r in rows)
+               for n in names]
+    widths = [max([len(n), *(len(c[i]) for c in cells)]) for i, n in enumerate(names)]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w)
+                         for v, w, num in zip(values, widths, numeric, strict=True)).rstrip()
+
+    out = [line([safe_text(n) for n in names]), *(line(c) for c in cells)]
+    return "\n".join(out) + f"\n({len(rows)} rows)\n"
+
+
+def _order_by(order_by: str | None, label: str | None) -> str | None:
+    """The label key of ``--order-by``.
+
+    ``--label`` means KEY=VALUE everywhere (ingest, diff): a key given to it here is refused
+    with the new spelling.
+    """
+    if label is None:
+        return order_by
+    raise NcuAdviseError(f"--label takes KEY=VALUE (ingest, diff --baseline-label); to order "
+                         f"by a label use --order-by {label.partition('=')[0]}")
 
 
 def _params(items: list[str] | None) -> dict[str, str]:
@@ -160,7 +214,7 @@ def query_command(
         "--format", "-f", help="text (aligned table), csv, or json (a list of row objects).",
         case_sensitive=False)] = TableFormat.text,
     output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="Write to this file instead of stdout.")] = None,
+        "--output", "-o", help="Write to this file instead of stdout (- is stdout).")] = None,
     named: Annotated[str | None, typer.Option(
         "--named", help="Run a shipped query by name (--list-queries shows them).")] = None,
     param: Annotated[list[str] | None, typer.Option(
@@ -174,8 +228,9 @@ def query_command(
     new_findings_since: Annotated[str | None, typer.Option(
         "--new-findings-since", metavar="REPORT_ID", help="Findings that appeared in reports "
         "after this one (--named new-findings).")] = None,
-    label: Annotated[str | None, typer.Option(
-        "--label", help="Label key to order --kernel-time by.")] = None,
+    order_by: Annotated[str | None, typer.Option(
+        "--order-by", metavar="LABEL", help="Label key to order --kernel-time by.")] = None,
+    label: Annotated[str | None, typer.Option("--label", hidden=True)] = None,
     list_queries: Annotated[bool, typer.Option(
         "--list-queries", help="List the named queries and their parameters.")] = False,
     allow_write: Annotated[bool, typer.Option(
@@ -183,8 +238,9 @@ def query_command(
         "outside the store; by default a query only reads the store.")] = False,
 ) -> None:
     """Run SQL on a store, or one of the named queries (read-only, confined to the store)."""
-    if output is not None:  # before any work: never write into the store
+    if output is not None and str(output) != "-":  # before any work: never into the store
         check_output_file(output, [], kept=[store])
+    order_by = _order_by(order_by, label)
     from ..store import named_queries, query, run_named
 
     if list_queries:
@@ -201,13 +257,14 @@ def query_command(
     if len(chosen) != 1:
         raise NcuAdviseError("give one of: SQL, --named NAME, --top-kernels, --kernel-time "
                              "REGEX, --new-findings-since REPORT_ID (or --list-queries)")
-    if label is not None and kernel_time is None:
-        raise NcuAdviseError("--label goes with --kernel-time")
+    if order_by is not None and kernel_time is None:
+        raise NcuAdviseError("--order-by goes with --kernel-time")
     if top_kernels:
         named = "top-kernels"
     elif kernel_time is not None:
         named = "kernel-time"
-        params = {"kernel": kernel_time, **({"label": label} if label else {}), **params}
+        params = {"kernel": kernel_time, **({"label": order_by} if order_by else {}),
+                  **params}
     elif new_findings_since is not None:
         from ..store import report_ids
 
@@ -230,18 +287,21 @@ def trend_command(
     kernel: Annotated[str | None, typer.Option(
         "--kernel", "-k", metavar="REGEX", help="Kernels whose full name matches (default: "
         "the whole run).")] = None,
-    label: Annotated[str | None, typer.Option(
-        "--label", help="Order reports by this label's value (numerically when numbers); "
-        "reports without it are left out. Default: by capture, else ingest, time.")] = None,
+    order_by: Annotated[str | None, typer.Option(
+        "--order-by", metavar="LABEL", help="Order reports by this label's value "
+        "(numerically when numbers); reports without it are left out. Default: by capture, "
+        "else ingest, time.")] = None,
+    label: Annotated[str | None, typer.Option("--label", hidden=True)] = None,
     format: Annotated[TrendFormat, typer.Option(
         "--format", "-f", help="text, csv, json, or html (a self-contained chart and table).",
         case_sensitive=False)] = TrendFormat.text,
     output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="Write to this file instead of stdout.")] = None,
+        "--output", "-o", help="Write to this file instead of stdout (- is stdout).")] = None,
 ) -> None:
     """A kernel's (or the run's) GPU time and key quantities across the stored reports."""
-    if output is not None:  # before any work: never write into the store
+    if output is not None and str(output) != "-":  # before any work: never into the store
         check_output_file(output, [], kept=[store])
+    label = _order_by(order_by, label)
     from ..render.trend import render_trend_html, render_trend_text
     from ..store import trend
 

@@ -44,10 +44,13 @@ def estimate_pct(rule: Rule, row: dict[str, float]) -> float | None:
     if est is None:
         return None
     q = row.get(est.quantity, np.nan) if est.quantity else np.nan
+    # A target that names a quantity is read from the launch (e.g. its SM's warp slots).
+    target = (row.get(est.target_quantity, np.nan) if est.target_quantity
+              else est.target)
     if est.method == "shortfall":
-        pct = (1.0 - q / est.target) * 100.0
+        pct = (1.0 - q / target) * 100.0 if target else np.nan
     elif est.method == "excess":
-        pct = (1.0 - est.target / q) * 100.0 if q else np.nan
+        pct = (1.0 - target / q) * 100.0 if q else np.nan
     elif est.method == "quantity":
         pct = q
     else:

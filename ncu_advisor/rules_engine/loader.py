@@ -163,10 +163,14 @@ def check_rules(extra_dirs: list[Path] | None = None, builtin: bool = True,
     where: dict[str, Path] = {}
     problems: list[str] = []
     for folder in dirs:
-        if not folder.is_dir():
-            problems.append(f"{folder}: rules folder does not exist")
+        if folder.is_file():  # one rule file, e.g. --rules my.rule.toml
+            paths = [folder]
+        elif folder.is_dir():
+            paths = rule_files(folder)
+        else:
+            problems.append(f"{folder}: no such rule file or folder")
             continue
-        for path in rule_files(folder):
+        for path in paths:
             rule, found = _checked(path)
             problems += [f"{path}: {p}" for p in found]
             if rule is None:

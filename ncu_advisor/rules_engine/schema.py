@@ -222,6 +222,7 @@ class Estimate(_Strict):
     Methods:
       * ``shortfall``: ``(1 - q / target)`` (bytes used of 32 per sector, threads of 32 ...);
       * ``excess``: ``(1 - target / q)`` (q is a multiple of what is needed, e.g. passes);
+        ``target`` is a number or names a quantity (``target = "max_warps_per_sm"``);
       * ``quantity``: the quantity itself is a percentage of time (``q`` / 100);
       * ``fixed``: ``value`` percent.
     The result is multiplied by ``scale / 100`` when ``scale`` names a utilization quantity
@@ -231,7 +232,7 @@ class Estimate(_Strict):
 
     method: Literal["shortfall", "excess", "quantity", "fixed"]
     quantity: str | None = None
-    target: float | None = None
+    target: float | str | None = None
     value: float | None = None
     scale: str | None = None
     cap: float = 90.0
@@ -244,10 +245,15 @@ class Estimate(_Strict):
             raise ValueError(f"estimate method {self.method!r} needs 'target'")
         if self.method == "fixed" and self.value is None:
             raise ValueError("estimate method 'fixed' needs 'value'")
-        for name in (self.quantity, self.scale):
+        for name in (self.quantity, self.scale, self.target_quantity):
             if name:
                 _check_quantity(name)
         return self
+
+    @property
+    def target_quantity(self) -> str | None:
+        """The quantity ``target`` names, or None when it is a number."""
+        return self.target if isinstance(self.target, str) else None
 
 
 class Rule(_Strict):
@@ -317,7 +323,8 @@ class Rule(_Strict):
             if step.when is not None:
                 names |= step.when.quantities()
         if self.estimate:
-            names |= {n for n in (self.estimate.quantity, self.estimate.scale) if n}
+            names |= {n for n in (self.estimate.quantity, self.estimate.scale,
+                                  self.estimate.target_quantity) if n}
         return {n for n in names if known(n)}  # not a function rule's own values
 
 

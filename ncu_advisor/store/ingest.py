@@ -123,6 +123,18 @@ def _stored_as(root: Path, digest: str) -> str | None:
     return report_id if (root / "reports" / partition_name(report_id) / PART).is_file() else None
 
 
+def _stored_labels(root: Path, report_id: str) -> dict[str, str]:
+    """The labels a stored report was given when it was added."""
+    import pyarrow.parquet as pq
+
+    path = root / "reports" / partition_name(report_id) / PART
+    try:
+        rows = pq.read_table(path, columns=["labels"]).column("labels").to_pylist()
+    except (OSError, KeyError, ValueError):  # an index entry for a report folded into another
+        return {}
+    return {str(k): str(v) for k, v in (rows[0] or [])} if rows else {}
+
+
 def _launch_keys(report: Report) -> set[tuple]:
     """Keys that identify a launch across exports of one capture (as read_report merges them).
 
@@ -179,8 +191,21 @@ def ingest(store: str | os.PathLike, paths: Iterable[str | os.PathLike],
     if group not in GROUP_MODES:
         raise StoreError(f"unknown --group {group!r}; use one of {', '.join(GROUP_MODES)}")
     labels = dict(labels or {})
+    paths = list(paths)
     files = expand_paths(paths)
+    new_store = not Path(store).exists()
     root = create_store(store)
+    try:
+        return _ingest(root, files, paths, labels, group, progress)
+    except ReportParseError:
+        if new_store:  # nothing was added: leave no empty store behind
+            import shutil
+
+            shutil.rmtree(root, ignore_errors=True)
+        raise
+
+
+def _ingest(root: Path, files, paths, labels, group, progress) -> IngestResult:
     result = IngestResult()
     from ..rules_engine.loader import load_rules
 
@@ -195,6 +220,14 @@ def ingest(store: str | os.PathLike, paths: Iterable[str | os.PathLike],
             stored_as = _stored_as(root, digest)
             if stored_as is not None:
                 result.already.append((str(path), stored_as))
+                stored = _stored_labels(root, stored_as)
+                differ = {k: v for k, v in labels.items() if stored.get(k) != v}
+                if differ:
+                    given = ", ".join(f"{k}={v}" for k, v in differ.items())
+                    kept = ", ".join(f"{k}={v}" for k, v in stored.items()) or "none"
+                    result.warnings.append(
+                        f"{path}: already in the store as {stored_as} with label(s) {kept}; "
+                        f"{given} not applied (labels are set when a report is first added)")
                 continue
             if digest in seen:  # the same content given twice in one call
                 continue
@@ -230,6 +263,12 @@ def ingest(store: str | os.PathLike, paths: Iterable[str | os.PathLike],
             pending.append(_Pending(members, hashes, keys, report_id,
                                     int(report.launches["invocations"].sum()),
                                     len(analysis.findings)))
+        if not pending and not result.already:
+            skipped = len(result.warnings)
+            raise ReportParseError(
+                "nothing to ingest: no report could be read from "
+                f"{', '.join(str(p) for p in paths)}"
+                + (f" ({skipped} file(s) skipped: {result.warnings[0]})" if skipped else ""))
         added = set(commit_staged(root, stage, {p.report_id: p.hashes for p in pending}))
     for p in pending:
         source = ", ".join(str(m) for m in p.paths)

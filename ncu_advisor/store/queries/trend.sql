@@ -26,10 +26,13 @@ per_report AS (
     LEFT JOIN quantities AS q USING (report_id, launch)
     GROUP BY p.report_id
 ),
+-- Every finding of the run (application-level ones too: ingest counts them) when no kernel is
+-- picked; for a kernel, the findings on its launches.
 found AS (
     SELECT f.report_id, count(*) AS findings
     FROM findings AS f
-    SEMI JOIN picked AS p ON f.report_id = p.report_id AND f.launch = p.launch
+    WHERE $kernel = '.' OR EXISTS (
+        SELECT 1 FROM picked AS p WHERE p.report_id = f.report_id AND p.launch = f.launch)
     GROUP BY f.report_id
 )
 SELECT
