@@ -260,7 +260,7 @@ def draw_compute_roofs(ax: Any, compute: Mapping[str, float], memory: Mapping[st
                     textcoords="offset points", parse_math=False)
 
 
-def roofline_svg(result: Mapping[str, Any]) -> str | None:
+def roofline_svg(result: Mapping[str, Any], only: set[int] | None = None) -> str | None:
     """Draw the application's roofline as an inline SVG string.
 
     Log-log axes, arithmetic intensity (FLOP/byte, DRAM) against achieved FLOP/s: one roof per
@@ -269,6 +269,8 @@ def roofline_svg(result: Mapping[str, Any]) -> str | None:
 
     Args:
         result: the JSON-contract dictionary (``ncu-advise analyze --format json``).
+        only: the indexes of the kernels to plot (None: all); a big run's page plots the
+            kernels it has a section for.
 
     Returns:
         An ``<svg>`` element without XML prolog, or None when no kernel has roofline data.
@@ -278,6 +280,8 @@ def roofline_svg(result: Mapping[str, Any]) -> str | None:
     if not any(isinstance(k.get("roofline"), Mapping) for k in kernels):
         return None
     points, _ = _kernel_points(kernels)
+    if only is not None:
+        points = [p for p in points if p.index in only]
     compute, memory = _device_roofs(kernels)
     if not points and not (compute and memory):
         return None

@@ -70,6 +70,16 @@ SESSION_LABELS = {
 PRINT_METRICS_MAX = 300
 
 
+# A big run's page (a 15,000-launch capture was 187 MB of HTML, 177 MB of it one section per
+# launch): above KERNEL_ROWS_LIMIT launches the kernel table sums launches of one name and
+# shape, sections and roofline points are drawn for the DETAIL_LIMIT largest groups, and the
+# findings list is cut; report.json keeps everything.
+KERNEL_ROWS_LIMIT = 300
+DETAIL_LIMIT = 60
+FINDING_ROWS_LIMIT = 400
+INFO_ROWS_LIMIT = 100
+
+
 @dataclass
 class Fact:
     """A labelled header fact (text from the input, escaped when rendered)."""
@@ -304,6 +314,37 @@ class KernelSection:
 
 
 @dataclass
+class KernelGroupRow:
+    """Launches of one kernel and launch shape, summed: the kernel table of a big run."""
+
+    anchor: str | None  # its representative's section (the longest launch), if rendered
+    index: int
+    name: str
+    short_name: str
+    grid: Any
+    block: Any
+    launches: int
+    duration_ns: float | None  # summed over launches and invocations
+    time_share: float | None
+    bound: str
+    findings: int
+    top_severity: str | None
+
+
+@dataclass
+class BigRun:
+    """What a big run's page leaves out, and where the rest is."""
+
+    launches: int
+    groups: int
+    groups_shown: int
+    sections: int
+    findings_shown: int
+    findings: int
+    roofline_points: int
+
+
+@dataclass
 class Page:
     """The whole report page."""
 
@@ -322,6 +363,8 @@ class Page:
     finding_groups: list[FindingGroup] = field(default_factory=list)
     group_by: str | None = None
     bound_colors: dict[str, str] = field(default_factory=lambda: dict(BOUND_COLORS))
+    kernel_groups: list[KernelGroupRow] | None = None  # a big run's kernel table
+    big: BigRun | None = None
 
 
 def _severity(severity: str) -> tuple[str, int]:
@@ -358,14 +401,27 @@ def _evidence(evidence: Mapping[str, Mapping[str, Any]]) -> list[Evidence]:
 
 
 class _Anchors:
-    """Anchors of the kernel sections, found by the ``id`` the findings use."""
+    """Anchors of the kernel sections, found by the ``id`` the findings use.
 
-    def __init__(self, kernels: list[Mapping[str, Any]]) -> None:
+    ``shown`` maps a kernel's index to the index of the section that stands for it (itself,
+    or in a big run its group's representative; missing: no section).
+    """
+
+    def __init__(self, kernels: list[Mapping[str, Any]],
+                 shown: Mapping[int, int] | None = None) -> None:
         self.by_id: dict[Any, int] = {}
         self.by_launch: dict[int, int] = {}
+        self.shown = shown
         for index, kernel in enumerate(kernels):
             self.by_id.setdefault(kernel["id"], index)
             self.by_launch.setdefault(kernel["launch"], index)
+
+    def link(self, index: int) -> str | None:
+        """The anchor a link to the index-th kernel goes to (None: no section for it)."""
+        if self.shown is None:
+            return self.anchor(index)
+        target = self.shown.get(index)
+        return None if target is None else self.anchor(target)
 
     def indexes(self, finding: Mapping[str, Any]) -> list[int | None]:
         """The kernel sections a finding names.
@@ -385,7 +441,7 @@ class _Anchors:
     def for_launch(self, launch: int) -> str | None:
         """Return the anchor of the kernel section of one launch."""
         index = self.by_launch.get(launch)
-        return None if index is None else self.anchor(index)
+        return None if index is None else self.link(index)
 
 
 def _session_value(key: str, value: Any) -> str | None:
@@ -501,7 +557,7 @@ def _kernel_links(indexes: list[int | None], kernels: list[Mapping[str, Any]],
         if index is None:
             continue
         label = kernels[index]["short_name"]
-        anchor = anchors.anchor(index)
+        anchor = anchors.link(index)
         link = links.setdefault(label, KernelLink(label, anchor))
         link.launches.append((f"#{index}", anchor))
     for link in links.values():
@@ -680,28 +736,85 @@ def build_page(result: Mapping[str, Any], group_by: str | None = None) -> Page:
 
     """
     kernels = result["kernels"]
-    anchors = _Anchors(kernels)
-    svg = roofline_svg(result)
+    big = len(kernels) > KERNEL_ROWS_LIMIT
+    groups = _kernel_groups(kernels) if big else None
+    shown: dict[int, int] | None = None
+    detail = range(len(kernels))
+    if groups is not None:  # sections for the representatives of the largest groups only
+        rendered = {g.index for g in groups[:DETAIL_LIMIT]}
+        shown = {i: g.index for g in groups if g.index in rendered for i in g.members}
+        detail = sorted(rendered)
+        for g in groups:
+            g.row.anchor = _Anchors.anchor(g.index) if g.index in rendered else None
+    anchors = _Anchors(kernels, shown)
+    svg = roofline_svg(result, only=set(detail) if big else None)
     findings = _app_findings(result, kernels, anchors)
-    plotted = sum(1 for k in kernels
-                  if (k["roofline"]["arithmetic_intensity"] or 0) > 0
-                  and (k["roofline"]["achieved_flops"] or 0) > 0)
+    plotted = sum(1 for i in detail
+                  if (kernels[i]["roofline"]["arithmetic_intensity"] or 0) > 0
+                  and (kernels[i]["roofline"]["achieved_flops"] or 0) > 0)
+    listed = _bounded_findings(findings) if big else findings
     return Page(
         header=_header(result),
         summary=_summary(result, kernels, anchors),
         # The chart is drawn by our code and escapes its own text: the one trusted markup.
         roofline_svg=Markup(svg) if svg else None,
-        roofline_unplotted=len(kernels) - plotted if svg else 0,
-        findings=findings,
+        roofline_unplotted=len(detail) - plotted if svg else 0,
+        findings=listed,
         app_not_evaluated=_not_evaluated(result["summary"]["application_not_evaluated"]),
-        kernels=[_kernel(i, k) for i, k in enumerate(kernels)],
+        kernels=[_kernel(i, kernels[i]) for i in detail],
         severities=list(SEVERITIES),
         severity_counts=[(sev, n) for sev in SEVERITIES
                          if (n := sum(1 for f in findings if f.severity == sev))],
         validity=validity_rows(result),
         regions=region_rows(result),
         actions=list(result.get("actions", [])),
-        finding_groups=group_findings(findings, result["findings"], kernels,
-                                      [anchors.indexes(i) for i in result["findings"]], group_by),
+        finding_groups=group_findings(listed, [result["findings"][f.rank - 1] for f in listed],
+                                      kernels, [anchors.indexes(result["findings"][f.rank - 1])
+                                                for f in listed], group_by),
         group_by=group_by,
+        kernel_groups=[g.row for g in groups[:KERNEL_ROWS_LIMIT]] if groups else None,
+        big=BigRun(launches=len(kernels), groups=len(groups), groups_shown=min(
+            len(groups), KERNEL_ROWS_LIMIT), sections=len(detail), findings_shown=len(listed),
+            findings=len(findings), roofline_points=plotted) if groups is not None else None,
     )
+
+
+@dataclass
+class _Group:
+    index: int  # the representative: the longest launch
+    members: list[int]
+    row: KernelGroupRow
+
+
+def _kernel_groups(kernels: list[Mapping[str, Any]]) -> list[_Group]:
+    """Launches of one kernel name and launch shape, largest summed time first."""
+    by_key: dict[tuple, list[int]] = {}
+    for i, k in enumerate(kernels):
+        key = (k["name"], str(k["grid"]), str(k["block"]))
+        by_key.setdefault(key, []).append(i)
+    groups = []
+    for members in by_key.values():
+        def time(i: int) -> float:
+            k = kernels[i]
+            return (k["duration_ns"] or 0.0) * (k["invocations"] or 1)
+        rep = max(members, key=time)
+        k = kernels[rep]
+        shares = [kernels[i]["time_share"] for i in members]
+        severities = [f["severity"] for i in members for f in kernels[i]["findings"]]
+        groups.append(_Group(rep, members, KernelGroupRow(
+            anchor=None, index=rep, name=k["name"], short_name=k["short_name"],
+            grid=k["grid"], block=k["block"],
+            launches=sum(int(kernels[i]["invocations"] or 1) for i in members),
+            duration_ns=sum(time(i) for i in members),
+            time_share=sum(x for x in shares if x is not None)
+            if any(x is not None for x in shares) else None,
+            bound=_bound(k), findings=len(severities),
+            top_severity=min(severities, key=SEVERITIES.index) if severities else None)))
+    return sorted(groups, key=lambda g: -(g.row.duration_ns or 0.0))
+
+
+def _bounded_findings(findings: list[FindingRow]) -> list[FindingRow]:
+    """The ranked findings a big run's page lists: the first of each kind, then the rest."""
+    asks = [f for f in findings if f.severity != "info"][:FINDING_ROWS_LIMIT]
+    notes = [f for f in findings if f.severity == "info"][:INFO_ROWS_LIMIT]
+    return sorted(asks + notes, key=lambda f: f.rank)

@@ -1,0 +1,82 @@
+"""The HTML page of a big run: launches summed by kernel shape, bounded sections and lists.
+
+The input is generated from a real capture (``benchmarks/generate.py``: the decoder training
+step's raw page replicated with new IDs), so that the page crosses the big-run limit.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from ncu_advisor import analyze, read_report
+from ncu_advisor.render import html_view
+from ncu_advisor.render.html import render_html
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from generate import replicate_raw  # noqa: E402
+
+SOURCE = ROOT / "sample_reports" / "corpus" / "torch_decoder_train.raw.csv.gz"
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory):
+    raw = tmp_path_factory.mktemp("big") / "generated_1200.raw.csv"
+    replicate_raw(SOURCE, raw, launches=1200)
+    result = analyze(read_report(raw)).to_dict()
+    return result, render_html(result)
+
+
+def test_a_big_run_lists_kernel_shapes_not_launches(big):
+    result, page = big
+    assert len(result["kernels"]) == 1200 > html_view.KERNEL_ROWS_LIMIT
+    assert 'id="big-run"' in page
+    rows = re.search(r'<table class="kernels sortable" id="kernels-table">(.*?)</table>', page,
+                     re.S).group(1)
+    shapes = {(k["name"], str(k["grid"]), str(k["block"])) for k in result["kernels"]}
+    assert rows.count("<tr>") - 1 == min(len(shapes), html_view.KERNEL_ROWS_LIMIT)
+    # One section per drawn shape, its longest launch; links land on sections that exist.
+    sections = re.findall(r'<section class="kernel" id="(k-\d+)"', page)
+    assert 0 < len(sections) <= html_view.DETAIL_LIMIT
+    linked = set(re.findall(r'href="#(k-\d+)"', page))
+    assert linked <= set(sections)
+
+
+def test_a_big_run_keeps_the_action_list_and_bounds_the_findings(big):
+    result, page = big
+    assert 'id="actions"' in page
+    rows = page.count("<tr data-sevorder=")  # the top-5 table, then the list
+    assert 5 < rows <= 5 + min(len(result["findings"]),
+                               html_view.FINDING_ROWS_LIMIT + html_view.INFO_ROWS_LIMIT)
+    assert len(page) < len(result["kernels"]) * 2_000  # ~12 KB a launch before
+
+
+def test_the_findings_list_of_a_big_run_is_cut_in_rank_order():
+    from ncu_advisor.render.html_view import FindingRow, _bounded_findings
+
+    def row(rank, severity):
+        return FindingRow(rank=rank, severity=severity, severity_order=0, confidence=None,
+                          category=None, rule="r", title="t", kernels=[], launches=None,
+                          saving_ns=None, app_saving_pct=None, speedup_pct=None, advice=None,
+                          demo=None, evidence_source=None, note=None, evidence=[],
+                          source_lines=[], source_cause=None, collect_with=None)
+
+    rows = [row(i, "info" if i % 3 == 0 else "medium") for i in range(1, 2001)]
+    kept = _bounded_findings(rows)
+    asks = [r for r in kept if r.severity != "info"]
+    assert len(asks) == html_view.FINDING_ROWS_LIMIT
+    assert len(kept) - len(asks) == html_view.INFO_ROWS_LIMIT
+    assert [r.rank for r in kept] == sorted(r.rank for r in kept)
+    assert asks[-1].rank < 700  # the best ranked, not any
+
+
+def test_a_small_run_keeps_one_row_and_section_per_launch():
+    result = analyze(read_report(ROOT / "sample_reports" / "forms" /
+                                 "forms_app.import.raw.base.csv")).to_dict()
+    page = render_html(result)
+    assert 'id="big-run"' not in page
+    assert len(re.findall(r'<section class="kernel" id="k-\d+"', page)) == len(result["kernels"])
