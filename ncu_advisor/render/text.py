@@ -165,6 +165,32 @@ def _finding_lines(i: int, f: dict, width: int) -> list[str]:
     return lines
 
 
+# Above this many launches the table sums launches of one kernel name and shape (a training
+# loop repeats the same few dozen shapes); --wide lists every launch.
+GROUP_LAUNCHES_ABOVE = 50
+
+
+def _summed_by_shape(ranked: list[dict]) -> list[dict]:
+    """One row per kernel name, grid and block: the longest launch, with summed time."""
+    rows: dict[tuple, dict] = {}
+    for k in ranked:  # longest first, so the first of a shape is its representative
+        key = (k["name"], str(k.get("grid")), str(k.get("block")))
+        row = rows.get(key)
+        time = (k["duration_ns"] or 0.0) * k["invocations"]
+        if row is None:
+            rows[key] = {**k, "duration_ns": time, "invocations": k["invocations"]}
+            continue
+        row["duration_ns"] += time
+        row["invocations"] += k["invocations"]
+        if k["time_share"] is not None:
+            row["time_share"] = (row["time_share"] or 0.0) + k["time_share"]
+    # duration_ns now holds the shape's total, invocations its launches: rank by the total.
+    out = sorted(rows.values(), key=lambda r: -r["duration_ns"])
+    for r in out:
+        r["invocations"] = int(r["invocations"])
+    return out
+
+
 def _kernel_table(kernels: list[dict], top: int, width: int, wide: bool) -> list[str]:
     """The launches ranked by GPU time, with their limiter; names shortened to fit."""
     # ncu's IDs restart in every input file: with several files, number launches uniquely.
@@ -176,6 +202,10 @@ def _kernel_table(kernels: list[dict], top: int, width: int, wide: bool) -> list
     lines = [f"{'#' if several else 'ID':>{id_w}}  {'time':>9}  {'share':>6}  "
              f"{'limiter':<{limiter_w}} {'calls':>5}  kernel"]
     ranked = sorted(kernels, key=lambda k: -(k["duration_ns"] or 0) * k["invocations"])
+    summed = not wide and len(kernels) > GROUP_LAUNCHES_ABOVE
+    if summed:  # a loop's launches of one kernel and shape as one row: its time counts once
+        ranked = _summed_by_shape(ranked)
+        lines[0] = lines[0].replace(" time", "total", 1)
     shown = ranked if wide else ranked[: max(top * 2, 20)]
     for k in shown:
         share = f"{100 * k['time_share']:.1f}%" if k["time_share"] is not None else "n/a"
@@ -185,6 +215,9 @@ def _kernel_table(kernels: list[dict], top: int, width: int, wide: bool) -> list
         lines.append(f"{kid:>{id_w}}  {fmt_time(k['duration_ns']):>9}  {share:>6}  "
                      f"{_clip(limiter_label(k.get('limiter')), limiter_w):<{limiter_w}} "
                      f"{k['invocations']:>5}  {_clip(name, name_w)}")
+    if summed:
+        lines.append(f"      {len(kernels)} launches as {len(ranked)} kernel shapes; ID: the "
+                     "longest launch")
     if len(ranked) > len(shown):
         lines.append(f"      ... {len(ranked) - len(shown)} more (--wide lists all; --kernel ID "
                      "shows one)")

@@ -1,4 +1,4 @@
-"""The HTML page of a big run: launches summed by kernel shape, bounded sections and lists.
+"""Big runs: the HTML page and the text table sum launches by kernel shape and stay bounded.
 
 The input is generated from a real capture (``benchmarks/generate.py``: the decoder training
 step's raw page replicated with new IDs), so that the page crosses the big-run limit.
@@ -80,3 +80,24 @@ def test_a_small_run_keeps_one_row_and_section_per_launch():
     page = render_html(result)
     assert 'id="big-run"' not in page
     assert len(re.findall(r'<section class="kernel" id="k-\d+"', page)) == len(result["kernels"])
+
+
+def test_the_text_table_of_a_big_run_sums_launches_by_shape(big):
+    from ncu_advisor.render.text import render_text
+
+    result, _ = big
+    text = render_text(result, width=100)
+    shapes = {(k["name"], str(k["grid"]), str(k["block"])) for k in result["kernels"]}
+    assert f"1200 launches as {len(shapes)} kernel shapes" in text
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.lstrip().startswith("ID") and
+                "total" in line)
+    end = lines[head].index("calls") + len("calls")
+    rows = []
+    for line in lines[head + 1:]:
+        if "launches as" in line:
+            break
+        rows.append(int(line[end - 5:end]))
+    assert len(rows) == min(len(shapes), 20) and max(rows) > 1
+    wide = render_text(result, width=100, wide=True)
+    assert "launches as" not in wide  # --wide lists every launch
