@@ -54,9 +54,9 @@ def rank_groups(groups: list[dict]) -> list[dict]:
 def ranked(analysis: Analysis) -> list[dict]:
     """Findings across the application, grouped by rule and kernel, most important first.
 
-    Each kernel finding is weighted by what it saves in the whole run (its estimated
-    saving in the kernel times the kernel's invocations); repeated launches of one kernel
-    are grouped into one entry. Order: :func:`rank_groups` (the
+    Each kernel finding counts what it saves in the whole run (its estimate covers all the
+    invocations its row stands for); repeated launches of one kernel are grouped into one
+    entry. Order: :func:`rank_groups` (the
     saving weighted by confidence; a finding without an estimate beside its kernel's).
     """
     table = analysis.report.launches
@@ -78,7 +78,9 @@ def ranked(analysis: Analysis) -> list[dict]:
             ids = [int(ncu_ids[f.launch])] if not pd.isna(ncu_ids[f.launch]) else []
             weight = int(invocations[f.launch])
         g = groups.get(key)
-        saving = (f.estimated_saving_ns or 0.0) * weight
+        # A finding's saving already covers every invocation its row stands for (the engine
+        # takes a share of duration x invocations).
+        saving = f.estimated_saving_ns or 0.0
         if g is None:
             groups[key] = g = {
                 "rule": f.rule, "category": f.category, "severity": f.severity,

@@ -113,7 +113,8 @@ def _top_findings(launch_ids: list[int], by_launch: dict[int, list[Finding]],
                 "title": f.title, "kernel": kernel, "launches": 0,
                 "estimated_saving_ns": 0.0})
             g["launches"] += int(invocations.get(launch, 1))
-            g["estimated_saving_ns"] += (f.estimated_saving_ns or 0.0) * invocations.get(launch, 1)
+            # The estimate covers every invocation of its row already.
+            g["estimated_saving_ns"] += f.estimated_saving_ns or 0.0
             if SEVERITY_RANK[f.severity] < SEVERITY_RANK[g["severity"]]:
                 g["severity"], g["title"] = f.severity, f.title
     ranked = sorted(groups.values(), key=lambda g: (-g["estimated_saving_ns"],
