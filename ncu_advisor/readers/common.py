@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -51,27 +52,125 @@ def base_suffix(path: Path) -> str:
     return suffixes[-1] if suffixes else ""
 
 
-_NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
+# Number formats. ncu prints numbers in the host's locale: a decimal point with ","
+# grouping (the C and English locales, "3,199,470,873.31"), a decimal comma with "." or
+# space grouping (German "3.199.470.873,31", French "3 199 470 873,31" with a space, NBSP or
+# NNBSP), or apostrophe grouping (Swiss "1'215'000.00"). One format per file.
+_GROUPING = ",. '\u00a0\u202f"
 
 
-def parse_numbers(text: pd.Series | np.ndarray | pa.Array) -> np.ndarray:
-    """Parse exported value texts into floats, vectorized in Arrow's C++ kernels.
+@dataclass(frozen=True)
+class NumberFormat:
+    """How one file writes numbers: its decimal mark and the grouping marks it may use."""
 
-    Handles thousands separators, ``aggregate (v1; v2; ...)`` instanced values, scientific
-    notation, and ``n/a``/``nan``/``no data``/strings (NaN).
-    """
+    decimal: str
+    name: str
+
+    @property
+    def grouping(self) -> str:
+        """The grouping marks possible beside this decimal mark."""
+        return "".join(c for c in _GROUPING if c != self.decimal)
+
+    @property
+    def pattern(self) -> str:
+        """A whole number in this format: groups of exactly three digits, one decimal mark."""
+        group = "[" + re.escape(self.grouping) + "]"
+        dec = re.escape(self.decimal)
+        return (rf"^[+-]?(?:(?:\d{{1,3}}(?:{group}\d{{3}})+|\d+)(?:{dec}\d*)?|{dec}\d+)"
+                r"(?:[eE][+-]?\d+)?$")
+
+
+DECIMAL_POINT = NumberFormat(".", "decimal point (1,234.5)")
+DECIMAL_COMMA = NumberFormat(",", "decimal comma (1.234,5 or 1 234,5)")
+_SAMPLE = 200_000  # values looked at to tell a file's format (a strided sample)
+
+
+def _as_string_array(text) -> pa.Array:
     if isinstance(text, pa.Array | pa.ChunkedArray):
-        arr = text if text.type == pa.string() else text.cast(pa.string())
-    else:
-        arr = pa.array(np.asarray(text, dtype=object) if not isinstance(text, pd.Series)
-                       else text.astype(object).where(text.notna(), None), type=pa.string())
+        return text if text.type == pa.string() else text.cast(pa.string())
+    return pa.array(np.asarray(text, dtype=object) if not isinstance(text, pd.Series)
+                    else text.astype(object).where(text.notna(), None), type=pa.string())
+
+
+def _prepared(arr: pa.Array) -> pa.Array:
     arr = pc.utf8_trim_whitespace(arr)
     # "8,388,608 (3,145,728; 2,097,152; ...)" (instanced) or "1 (0-15)" (NUMA): the aggregate
     # comes first.
-    arr = pc.replace_substring_regex(arr, r"\s+\(.*\)$", "")
-    arr = pc.replace_substring(arr, ",", "")
-    numeric = pc.if_else(pc.match_substring_regex(arr, _NUMBER), arr, pa.scalar(None, pa.string()))
-    return pc.cast(numeric, pa.float64()).to_numpy(zero_copy_only=False)
+    return pc.replace_substring_regex(arr, r"\s+\(.*\)$", "")
+
+
+def _first(arr: pa.Array, mask: pa.Array) -> str:
+    return str(pc.filter(arr, mask)[0].as_py())
+
+
+def number_format(text, where: str = "input") -> NumberFormat:
+    """Tell the number format of a file's value texts (the decimal point unless shown otherwise).
+
+    A value such as ``41,97`` or ``1.234,5`` can only be a decimal comma, ``41.97`` or
+    ``1,234.5`` only a decimal point; ``1,234`` is either and decides nothing.
+
+    Raises:
+        ReportParseError: values of both kinds: the file mixes two formats.
+
+    """
+    from ..errors import ReportParseError
+
+    arr = _as_string_array(text)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if len(arr) > _SAMPLE:
+        step = len(arr) // _SAMPLE
+        arr = arr.take(pa.array(np.arange(0, len(arr), step)))
+    arr = _prepared(arr)
+    point = pc.fill_null(pc.match_substring_regex(arr, DECIMAL_POINT.pattern), False)
+    comma = pc.fill_null(pc.match_substring_regex(arr, DECIMAL_COMMA.pattern), False)
+    point_only = pc.and_(point, pc.invert(comma))
+    comma_only = pc.and_(comma, pc.invert(point))
+    if pc.any(comma_only).as_py():
+        if pc.any(point_only).as_py():
+            raise ReportParseError(
+                f"{where}: numbers in two formats ({_first(arr, point_only)!r}, a decimal "
+                f"point, and {_first(arr, comma_only)!r}, a decimal comma); re-export it "
+                "with ncu in one locale (LC_ALL=C)")
+        return DECIMAL_COMMA
+    return DECIMAL_POINT
+
+
+def parse_numbers(text: pd.Series | np.ndarray | pa.Array, fmt: NumberFormat | None = None,
+                  where: str = "input") -> np.ndarray:
+    """Parse exported value texts into floats, vectorized in Arrow's C++ kernels.
+
+    Handles the file's number format (``fmt``; told from ``text`` itself when None: see
+    :func:`number_format`), ``aggregate (v1; v2; ...)`` instanced values, scientific notation,
+    and ``n/a``/``nan``/``no data``/strings (NaN). Grouping must be in threes.
+
+    Raises:
+        ReportParseError: a value that is a number only in the other format (mixed formats).
+
+    """
+    arr = _as_string_array(text)
+    if fmt is None:
+        fmt = number_format(arr, where)
+    arr = _prepared(arr)
+    ok = pc.match_substring_regex(arr, fmt.pattern)
+    clean = pc.replace_substring_regex(arr, "[" + re.escape(fmt.grouping) + "]", "")
+    if fmt.decimal != ".":
+        clean = pc.replace_substring(clean, fmt.decimal, ".")
+    numeric = pc.if_else(ok, clean, pa.scalar(None, pa.string()))
+    values = pc.cast(numeric, pa.float64()).to_numpy(zero_copy_only=False)
+    other = DECIMAL_COMMA if fmt is DECIMAL_POINT else DECIMAL_POINT
+    failed = pc.and_(pc.invert(pc.fill_null(ok, True)), pc.is_valid(arr))
+    if pc.any(failed).as_py():
+        rest = pc.filter(arr, failed)
+        stray = pc.fill_null(pc.match_substring_regex(rest, other.pattern), False)
+        if pc.any(stray).as_py():
+            from ..errors import ReportParseError
+
+            raise ReportParseError(
+                f"{where}: numbers in two formats ({_first(rest, stray)!r} is written with a "
+                f"{other.name.split(' (')[0]}, the rest with a {fmt.name.split(' (')[0]}); "
+                "re-export it with ncu in one locale (LC_ALL=C)")
+    return values
 
 
 def parse_triples(text: pd.Series) -> pd.DataFrame:
