@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import gzip
+import csv
+import os
 import re
 import zlib
 from dataclasses import dataclass
@@ -20,17 +21,125 @@ _TRIPLE = re.compile(r"\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)")
 METRIC_NAME = re.compile(r"^[a-z0-9.]*_[a-z0-9_.]*$")
 
 
-def read_input_bytes(path: Path) -> bytes:
-    """Return a file's bytes, decompressing ``.gz`` files (saved or attached logs often are)."""
-    from ..errors import ReportParseError
+# Bounds on what an input may ask of a reader (docs/robustness.md). ncu's longest lines are
+# raw-page rows of a few hundred KB; its gzip and zstd captures shrink 5-30x.
+MAX_LINE = 64 << 20  # bytes in one line: beyond, an endless line, not an export
+MAX_WHOLE = 2 << 30  # bytes of text a reader that holds its input whole takes
+BOMB_RATIO = 200  # decompressed / compressed size beyond which a large input is a bomb
+BOMB_FLOOR = 256 << 20  # ... once it has grown past this size
+_CHUNK = 1 << 20
+# A CSV field may be as long as a line (a session page's command line of 1 MB); the csv
+# module's default of 128 KiB made such a field an internal error.
+csv.field_size_limit(MAX_LINE)
 
-    raw = path.read_bytes()
-    if path.suffix.lower() != ".gz":
-        return raw
-    try:
-        return gzip.decompress(raw)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise ReportParseError(f"{path}: broken gzip file ({exc})") from None
+
+class InputStream:
+    """An input file read in chunks, decompressing ``.gz``, within the bounds above.
+
+    * A gzip stream cut short (a copy stopped at 99%) ends where its data ends:
+      ``truncated`` is set and the reader says so, instead of refusing the file.
+    * A line longer than :data:`MAX_LINE`, more than ``limit`` bytes, or a decompressed
+      size far beyond the file's (a gzip bomb) is a :class:`ReportParseError` at once,
+      before memory runs out.
+    """
+
+    def __init__(self, path: Path, limit: int | None = None, what: str = "") -> None:
+        """Open ``path`` (the limit, if any, with a word on what holds the input whole)."""
+        self.path, self.limit, self.what = path, limit, what
+        self.truncated = False
+        self.size = 0
+        self._line = 0
+        self._raw = path.open("rb")
+        try:
+            self._compressed = os.fstat(self._raw.fileno()).st_size
+        except BaseException:
+            self._raw.close()
+            raise
+        # gzip inflated here, not by GzipFile: a stream cut short keeps all it inflated.
+        self._gzip = path.suffix.lower() == ".gz"
+        self._z = zlib.decompressobj(31) if self._gzip else None
+        self._tail = b""
+
+    def __enter__(self) -> InputStream:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the file."""
+        self._raw.close()
+
+    def read(self, n: int = -1) -> bytes:
+        """Read up to ``n`` bytes (all that is left for -1), checking the bounds."""
+        out = []
+        want = n if n >= 0 else None
+        while want is None or want > 0:
+            chunk = self._chunk(_CHUNK if want is None else min(want, _CHUNK))
+            if not chunk:
+                break
+            out.append(chunk)
+            if want is not None:
+                want -= len(chunk)
+        return b"".join(out)
+
+    def _inflate(self, n: int) -> bytes:
+        from ..errors import ReportParseError
+
+        while True:
+            if self._z.eof:  # a member ends: another may follow (gzip files concatenated)
+                rest = self._z.unused_data or self._raw.read(1 << 16)
+                if not rest.strip(b"\0"):
+                    return b""
+                self._z, self._tail = zlib.decompressobj(31), rest
+            data = self._tail or self._raw.read(1 << 16)
+            if not data:
+                if self.size == 0:
+                    raise ReportParseError(f"{self.path}: broken gzip file (it ends before "
+                                           "any data)")
+                self.truncated = True  # cut short: what came before is the file's data
+                return b""
+            try:
+                out = self._z.decompress(data, n)
+            except zlib.error as exc:
+                raise ReportParseError(f"{self.path}: broken gzip file ({exc})") from None
+            self._tail = self._z.unconsumed_tail
+            if out:
+                return out
+
+    def _chunk(self, n: int) -> bytes:
+        from ..errors import ReportParseError
+
+        if self.truncated:
+            return b""
+        chunk = self._inflate(n) if self._gzip else self._raw.read(n)
+        self.size += len(chunk)
+        end = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
+        self._line = self._line + len(chunk) if end < 0 else len(chunk) - end - 1
+        if self._line > MAX_LINE:
+            raise ReportParseError(
+                f"{self.path}: a line longer than {MAX_LINE >> 20} MiB (an endless line?); "
+                "ncu writes none")
+        if self.limit is not None and self.size > self.limit:
+            raise ReportParseError(
+                f"{self.path}: more than {self.limit >> 20} MiB of text, the most "
+                f"{self.what or 'this reader'} holds in memory; export the raw page "
+                "(ncu --import R.ncu-rep --csv --page raw), which is read streamed")
+        if self._gzip and self.size > BOMB_FLOOR \
+                and self.size > BOMB_RATIO * max(self._compressed, 1):
+            raise ReportParseError(
+                f"{self.path}: decompresses to more than {BOMB_RATIO}x its size (a gzip "
+                "bomb?); no ncu export does")
+        return chunk
+
+
+def read_input_bytes(path: Path, limit: int | None = MAX_WHOLE) -> bytes:
+    """Return a file's bytes, decompressing ``.gz`` files (saved or attached logs often are).
+
+    Within the bounds of :class:`InputStream`; a gzip stream cut short gives what it holds.
+    """
+    with InputStream(path, limit, "a reader of the whole file") as fh:
+        return fh.read()
 
 
 def path_text(path) -> str:

@@ -32,7 +32,9 @@ from ..errors import ReportParseError
 from ..report import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, Report
 from ..units import EXPECTED_BASE, normalize_unit
 from .common import (
+    MAX_WHOLE,
     METRIC_NAME,
+    InputStream,
     NumberFormat,
     finite_or_nan,
     number_format,
@@ -87,9 +89,9 @@ def decode(raw: bytes, path: Path) -> str:
         ) from None
 
 
-def _open(path: Path):
-    """Open an export for binary reading, decompressing ``.gz`` on the fly."""
-    return gzip.open(path, "rb") if path.suffix.lower() == ".gz" else path.open("rb")
+def _open(path: Path) -> InputStream:
+    """Open an export for binary reading, decompressing ``.gz`` on the fly, within bounds."""
+    return InputStream(path, None)
 
 
 class _Chain(io.RawIOBase):
@@ -130,7 +132,7 @@ def read_csv_export(path: Path, metrics: Iterable[str] | None = None,
         try:
             head = fh.read(_PEEK)
             while True:
-                match = _HEADER.search(head)
+                match = _find_header(head)
                 complete = match is not None and match.end(1) < len(head)
                 if complete or len(head) % _PEEK or len(head) >= 64 * _PEEK:
                     break  # header line complete, file exhausted, or no header near the top
@@ -148,19 +150,22 @@ def read_csv_export(path: Path, metrics: Iterable[str] | None = None,
         if head.startswith(_UTF16_BOMS):
             # PowerShell's UTF-16: small files in practice; decode whole, parse as UTF-8.
             head = decode(head + _read_rest(fh, path), path).encode("utf-8")
-            match = _HEADER.search(head)
+            match = _find_header(head)
         if b"\x00" in head[:4096]:
             raise ReportParseError(f"{path}: binary data, not a CSV export (is it a .ncu-rep?)")
         if head.startswith(b"\xef\xbb\xbf"):
             head = head[3:]
-            match = _HEADER.search(head)
+            match = _find_header(head)
+        # From the header on (a live run's program may print Latin-1 before it).
+        start = match.start(1) if match is not None else 0
         try:
-            head.decode("utf-8")
+            head[start:].decode("utf-8")
         except UnicodeDecodeError as exc:
-            if exc.start < len(head) - 4 or len(head) % _PEEK:  # not a character cut short
+            at = start + exc.start
+            if at < len(head) - 4 or len(head) % _PEEK:  # not a character cut short
                 raise ReportParseError(
-                    f"{path}: not UTF-8 text (byte 0x{head[exc.start]:02x} at offset "
-                    f"{exc.start}); re-export it with ncu --csv") from None
+                    f"{path}: not UTF-8 text (byte 0x{head[at]:02x} at offset "
+                    f"{at}); re-export it with ncu --csv") from None
         if match is None:
             raise ReportParseError(
                 f"{path}: not an Nsight Compute CSV export (no header line naming the "
@@ -190,17 +195,36 @@ def read_csv_export(path: Path, metrics: Iterable[str] | None = None,
         else:
             body = head[after:] + _read_rest(fh, path)
             report = _paged(body, header, form, path, warnings)
+        if fh.truncated:
+            warnings.insert(0, f"{path.name}: the gzip stream ends early (a copy cut short?); "
+                            "read what it holds")
     report.launches["form"] = form
     report.session.update(_session_from_preamble(preamble))
     report.warnings[:0] = warnings
     return report
 
 
-def _read_rest(fh, path: Path) -> bytes:
-    try:
-        return fh.read()
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise ReportParseError(f"{path}: broken gzip file ({exc})") from None
+def _find_header(head: bytes) -> re.Match | None:
+    """The header line: the first naming "Kernel Name" beside "ID" or "Process ID".
+
+    A live run's program may print a line naming "Kernel Name" itself before ncu's header.
+    """
+    first = None
+    for match in _HEADER.finditer(head):
+        first = first or match
+        try:
+            fields = set(next(csv.reader([match.group(1).decode("utf-8", "replace")])))
+        except (csv.Error, StopIteration):
+            continue
+        if "Kernel Name" in fields and fields & {"ID", "Process ID"}:
+            return match
+    return first
+
+
+def _read_rest(fh: InputStream, path: Path) -> bytes:
+    """The rest of a page read whole (details, summary), within :data:`MAX_WHOLE`."""
+    fh.limit, fh.what = MAX_WHOLE, "the details-page reader"
+    return fh.read()
 
 
 def _form(header: list[str]) -> str:

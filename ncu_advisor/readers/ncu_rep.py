@@ -14,11 +14,11 @@ import contextlib
 import gzip
 import json
 import pickle
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -28,7 +28,7 @@ import pandas as pd
 from ..errors import ReportParseError
 from ..report import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, Report
 from . import ncu_rep_child
-from .common import path_text, short_name
+from .common import BOMB_FLOOR, BOMB_RATIO, path_text, short_name
 from .source_page import source_lines_frame
 
 # The ncu_report module's own MsgType enum (OK 1, OPTIMIZATION 2, WARNING 3, ERR 4); it differs
@@ -118,6 +118,26 @@ def is_report_head(head: bytes) -> bool:
     return head.startswith(_REP_MAGIC)
 
 
+def _zstd_error() -> type[BaseException]:
+    try:
+        import zstandard
+    except ImportError:
+        return OSError
+    return zstandard.ZstdError
+
+
+def _bounded_copy(src, dst, path: Path) -> None:
+    """Decompress ``src`` into ``dst``, refusing a bomb (far beyond the file's size)."""
+    compressed = max(path.stat().st_size, 1)
+    done = 0
+    while chunk := src.read(1 << 20):
+        done += len(chunk)
+        if done > BOMB_FLOOR and done > BOMB_RATIO * compressed:
+            raise ReportParseError(f"{path}: decompresses to more than {BOMB_RATIO}x its size "
+                                   "(a bomb?); no Nsight Compute report does")
+        dst.write(chunk)
+
+
 @contextlib.contextmanager
 def _uncompressed(path: Path):
     """The report as a file the native reader can open: itself, or its decompressed copy.
@@ -135,7 +155,7 @@ def _uncompressed(path: Path):
         try:
             if magic.startswith(_GZIP_MAGIC):
                 with gzip.open(path, "rb") as src, target.open("wb") as dst:
-                    shutil.copyfileobj(src, dst, 1 << 20)
+                    _bounded_copy(src, dst, path)
             else:
                 try:
                     import zstandard
@@ -144,9 +164,10 @@ def _uncompressed(path: Path):
                         f"{path}: a zstd-compressed report; install the zstandard package to "
                         "read it, or open it with ncu and export it (ncu --import FILE --csv "
                         "--page raw)") from None
-                with path.open("rb") as src, target.open("wb") as dst:
-                    zstandard.ZstdDecompressor().copy_stream(src, dst)
-        except (OSError, EOFError) as exc:
+                with path.open("rb") as raw, target.open("wb") as dst, \
+                        zstandard.ZstdDecompressor().stream_reader(raw) as src:
+                    _bounded_copy(src, dst, path)
+        except (OSError, EOFError, zlib.error, _zstd_error()) as exc:
             raise ReportParseError(f"{path}: the compressed report does not decompress "
                                    f"({exc})") from None
         yield target

@@ -79,6 +79,11 @@ def connect(store: str | os.PathLike, tables: Iterable[str] | None = None,
     return con
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def _tables_named(sql: str) -> list[str]:
     """The store tables a query names (a word match: a false hit only costs a listing)."""
     return [t for t in (*TABLES, "report_labels")
@@ -100,7 +105,12 @@ def query(store: str | os.PathLike, sql: str, params: Mapping[str, object] | Non
     """
     import duckdb
 
-    con = connect(store, _tables_named(sql), confined=not allow_write)
+    try:
+        # Views read the files' footers when made: a damaged partition fails here.
+        con = connect(store, _tables_named(sql), confined=not allow_write)
+    except duckdb.Error as exc:
+        raise StoreError(f"{store}: the store cannot be read ({_first_line(exc)}); a "
+                         "damaged file? ingest again into a new store") from None
     try:
         if not allow_write:
             reading = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
@@ -116,8 +126,7 @@ def query(store: str | os.PathLike, sql: str, params: Mapping[str, object] | Non
         fetch = getattr(relation, "to_arrow_table", None) or relation.arrow
         return fetch()
     except duckdb.Error as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise StoreError(f"query failed: {first}") from None
+        raise StoreError(f"query failed: {_first_line(exc)}") from None
     finally:
         con.close()
 
