@@ -610,5 +610,5 @@ def test_check_launch_inputs_accepts_the_limits() -> None:
 def test_the_newer_blackwell_capabilities(text: str, cc: str, warps: int) -> None:
     """ncu 2025-2026 profiles 10.3 (B300), 11.0 (Thor) and 12.1 (GB10): no unknown cc."""
     assert normalize_cc(text) == cc
-    result = occupancy(text, 1024, 32, 0)
+    result = occupancy(text, 512, 32, 0)
     assert result.max_warps_per_sm == warps and result.theoretical_pct == 100.0
