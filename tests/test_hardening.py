@@ -212,3 +212,71 @@ def test_query_output_through_a_link_writes_its_target(tmp_path, capsys):
     assert main(["query", "--store", str(store), "select 1 as a", "-f", "csv", "-o",
                  str(tmp_path / "link.csv")]) == 0
     assert (tmp_path / "link.csv").is_symlink() and target.read_text() == "a\n1\n"
+
+
+def test_a_killed_ingests_staging_is_removed_by_the_next(tmp_path):
+    from ncu_advisor.store.layout import remove_stale_staging
+
+    store = tmp_path / "store"
+    assert main(["ingest", str(RAW), "--store", str(store)]) == 0
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    stale = store / ".staging" / f"ingest-{dead.stdout.strip()}-abc"
+    (stale / "launches.report_id=x").mkdir(parents=True)
+    live = store / ".staging" / f"ingest-{os.getppid()}-def"
+    live.mkdir()
+    assert main(["ingest", str(DETAILS), "--store", str(store)]) == 0
+    assert not stale.exists() and live.exists()
+    assert remove_stale_staging(store) == []
+
+
+def _fake_child(tmp_path, body: str) -> Path:
+    child = tmp_path / "child.py"
+    child.write_text(body)
+    return child
+
+
+def test_a_reader_child_killed_from_outside_is_not_a_damaged_file(tmp_path, monkeypatch):
+    from ncu_advisor.errors import ReportParseError
+    from ncu_advisor.readers import ncu_rep
+
+    monkeypatch.setattr(ncu_rep, "_CHILD", _fake_child(
+        tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"))
+    with pytest.raises(ReportParseError, match="SIGKILL, from outside") as info:
+        list(ncu_rep._records(OCC_REP, None))
+    assert "damaged" not in str(info.value)
+    monkeypatch.setattr(ncu_rep, "_CHILD", _fake_child(
+        tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"))
+    with pytest.raises(ReportParseError, match="damaged or truncated"):
+        list(ncu_rep._records(OCC_REP, None))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_reader_child_dies_with_its_parent(tmp_path):
+    import time
+
+    child = _fake_child(tmp_path, "import os, time\nprint(os.getpid(), flush=True)\n"
+                                  "open(os.environ['PIDFILE'], 'w').write(str(os.getpid()))\n"
+                                  "time.sleep(60)\n")
+    pidfile = tmp_path / "pid"
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import sys\nfrom pathlib import Path\nfrom ncu_advisor.readers import ncu_rep\n"
+        f"ncu_rep._CHILD = Path({str(child)!r})\n"
+        f"list(ncu_rep._records(Path({str(OCC_REP)!r}), None))\n")],
+        env={**os.environ, "PIDFILE": str(pidfile)})
+    for _ in range(200):
+        if pidfile.exists() and pidfile.read_text():
+            break
+        time.sleep(0.05)
+    pid = int(pidfile.read_text())
+    parent.kill()
+    parent.wait()
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        pytest.fail("the reader child outlived its parent")

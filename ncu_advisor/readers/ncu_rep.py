@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import os
 import pickle
 import signal
 import subprocess
@@ -78,7 +79,8 @@ def _records(path: Path, request: list[str] | dict | None):
     """
     with tempfile.TemporaryFile() as err:  # the native reader logs here, not on our stderr
         proc = subprocess.Popen([sys.executable, str(_CHILD), str(path)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                preexec_fn=_die_with_parent())
         try:
             proc.stdin.write(json.dumps(request).encode())
             proc.stdin.close()
@@ -100,8 +102,43 @@ def _records(path: Path, request: list[str] | dict | None):
                 proc.kill()
                 proc.wait()
         if not done or code != 0:
+            if code is not None and -code in _SENT_FROM_OUTSIDE:
+                raise ReportParseError(
+                    f"{path}: reading stopped: the ncu_report reader {_how_it_ended(code)}, "
+                    "from outside (out of memory? the system's OOM killer sends SIGKILL); "
+                    "that says nothing about the file: try again with more memory, or "
+                    "analyze its raw export (ncu --import R --csv --page raw)")
             raise ReportParseError(f"{path}: not a readable .ncu-rep (the ncu_report reader "
                                    f"{_how_it_ended(code)}; the file is damaged or truncated)")
+
+
+# Signals a reader gets from someone else (the OOM killer, a user, a job scheduler), not
+# from its own crash on a damaged file (SIGSEGV, SIGABRT, SIGBUS).
+_SENT_FROM_OUTSIDE = {signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+
+
+def _die_with_parent():
+    """A ``preexec_fn`` that has Linux kill the child when this process dies (else None).
+
+    A reader child outlives a parent killed by SIGKILL or SIGTERM otherwise, holding
+    hundreds of MB: ``PR_SET_PDEATHSIG`` sends it SIGKILL then.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+        if os.getppid() != parent:  # the parent died before the call: go now
+            os._exit(1)
+
+    return arm
 
 
 def _how_it_ended(code: int | None) -> str:
