@@ -280,3 +280,19 @@ def test_a_reader_child_dies_with_its_parent(tmp_path):
     else:
         os.kill(pid, 9)
         pytest.fail("the reader child outlived its parent")
+
+
+def test_a_half_committed_report_is_not_seen_by_queries(tmp_path):
+    """Data partitions renamed in, the reports one not yet (an ingest killed mid-commit)."""
+    from ncu_advisor import store as store_api
+
+    store = tmp_path / "store"
+    store_api.ingest(store, [RAW])
+    count = store_api.query(store, "SELECT count(*) AS n FROM launches").to_pylist()[0]["n"]
+    for table in ("launches", "metrics"):
+        part = next((store / table).glob("report_id=*"))
+        shutil.copytree(part, store / table / "report_id=rhalfwritten")
+    got = store_api.query(store, "SELECT count(*) AS n FROM launches").to_pylist()[0]["n"]
+    assert got == count
+    assert store_api.query(store, "SELECT count(DISTINCT report_id) AS n FROM metrics"
+                           ).to_pylist()[0]["n"] == 1

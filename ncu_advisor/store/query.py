@@ -53,16 +53,22 @@ def connect(store: str | os.PathLike, tables: Iterable[str] | None = None,
         wanted.add("reports")
     mixed = bool((read_marker(root) or {}).get("mixed_columns"))
     con = duckdb.connect(":memory:")
+    # A report is committed when its reports partition is there (renamed last): data
+    # partitions of a commit in progress (or of a killed one) are not seen.
+    committed = ", ".join(_sql_text(name.partition("=")[2]) for name in sorted(
+        p.name for p in (root / "reports").glob("report_id=*") if (p / PART).is_file()))
     for table in TABLES:
         if table not in wanted:
             continue
         folder = root / table
         if next(folder.glob(f"report_id=*/{PART}"), None) is not None:
             pattern = _sql_text(str(folder / "report_id=*" / "*.parquet"))
+            only = f" WHERE report_id IN ({committed})" if table != "reports" else ""
             con.execute(
                 f"CREATE VIEW {table} AS SELECT report_id, * EXCLUDE (report_id) FROM "
                 f"read_parquet({pattern}, hive_partitioning = true, "
-                f"hive_types = {{'report_id': VARCHAR}}, union_by_name = {str(mixed).lower()})")
+                f"hive_types = {{'report_id': VARCHAR}}, union_by_name = {str(mixed).lower()})"
+                f"{only if committed else ' WHERE false' if only else ''}")
         else:
             schema = pa.schema([("report_id", STR), *SCHEMAS[table]])
             con.register(f"_empty_{table}", schema.empty_table())
