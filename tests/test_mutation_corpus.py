@@ -27,7 +27,7 @@ from ncu_advisor.errors import NcuAdviseError
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_reports"
-_EN = re.compile(r"^-?\d{1,3}(,\d{3})*(\.\d+)?$|^-?\d+(\.\d+)?$")
+_TOKEN = re.compile(r"(?<![\w.,])\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.,])\d+\.\d+")
 _TOO_BIG = 12 << 20  # decompressed bytes: larger captures only make the run longer
 
 
@@ -80,11 +80,13 @@ def _locale(decimal: str, group: str) -> Callable[[str, str], str | None]:
     def mutate(text: str, form: str) -> str | None:
         pre, rows = _rows(text)
         cols = _value_columns(rows, form)
+        def swap(m: re.Match) -> str:
+            return m.group().replace(",", "\0").replace(".", decimal).replace("\0", group)
+
         for row in rows[1:]:
             for i in cols:
-                if i < len(row) and _EN.match(row[i]):
-                    row[i] = row[i].replace(",", "\0").replace(".", decimal).replace("\0",
-                                                                                     group)
+                if i < len(row):  # every number in the cell: aggregates, exponents too
+                    row[i] = _TOKEN.sub(swap, row[i])
         return _join(pre, rows)
     return mutate
 

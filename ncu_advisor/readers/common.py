@@ -189,6 +189,8 @@ class NumberFormat:
                 r"(?:[eE][+-]?\d+)?$")
 
 
+# C's printf exponent form (6.65e-05) has one reading in either format: a decimal point.
+_SCIENTIFIC = r"^[+-]?\d+\.\d+[eE][+-]?\d+$"
 DECIMAL_POINT = NumberFormat(".", "decimal point (1,234.5)")
 DECIMAL_COMMA = NumberFormat(",", "decimal comma (1.234,5 or 1 234,5)")
 _SAMPLE = 200_000  # values looked at to tell a file's format (a strided sample)
@@ -233,6 +235,8 @@ def number_format(text, where: str = "input") -> NumberFormat:
     arr = _prepared(arr)
     point = pc.fill_null(pc.match_substring_regex(arr, DECIMAL_POINT.pattern), False)
     comma = pc.fill_null(pc.match_substring_regex(arr, DECIMAL_COMMA.pattern), False)
+    point = pc.and_(point, pc.invert(pc.fill_null(pc.match_substring_regex(arr, _SCIENTIFIC),
+                                                  False)))
     point_only = pc.and_(point, pc.invert(comma))
     comma_only = pc.and_(comma, pc.invert(point))
     if pc.any(comma_only).as_py():
@@ -265,6 +269,9 @@ def parse_numbers(text: pd.Series | np.ndarray | pa.Array, fmt: NumberFormat | N
     clean = pc.replace_substring_regex(arr, "[" + re.escape(fmt.grouping) + "]", "")
     if fmt.decimal != ".":
         clean = pc.replace_substring(clean, fmt.decimal, ".")
+        scientific = pc.fill_null(pc.match_substring_regex(arr, _SCIENTIFIC), False)
+        ok = pc.or_(pc.fill_null(ok, False), scientific)
+        clean = pc.if_else(scientific, arr, clean)
     numeric = pc.if_else(ok, clean, pa.scalar(None, pa.string()))
     values = pc.cast(numeric, pa.float64()).to_numpy(zero_copy_only=False)
     other = DECIMAL_COMMA if fmt is DECIMAL_POINT else DECIMAL_POINT
