@@ -116,3 +116,192 @@ def test_a_negative_duration_is_not_a_time(tmp_path, capsys):
     assert doc["summary"]["total_duration_ns"] >= 0
     assert any("negative duration" in w for w in doc["warnings"])
     assert all((f.get("estimated_saving_ns") or 0) >= 0 for f in doc["findings"])
+
+
+RAW = ROOT / "sample_reports" / "demos" / "coalescing.raw.csv"
+LINEINFO = ROOT / "sample_reports" / "demos_lineinfo"
+SESSION = ROOT / "sample_reports" / "foreign" / "torch_ops.session.csv"
+
+
+def _json(argv, tmp_path) -> dict:
+    import json
+
+    out = tmp_path / "out.json"
+    assert main([*argv, "-f", "json", "-o", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("preamble", [b"program says caf\xe9\n",
+                                      b'"Kernel Name" is a word this program prints\n'])
+def test_a_live_captures_own_output_never_rejects_it(tmp_path, preamble):
+    path = tmp_path / "live.csv"
+    path.write_bytes(preamble + DETAILS.read_bytes())
+    doc = _json(["analyze", str(path)], tmp_path)
+    assert len(doc["kernels"]) == 2
+
+
+@pytest.mark.parametrize("src", [DETAILS, RAW], ids=["details", "raw"])
+def test_a_gzip_cut_at_99_percent_is_read_in_part(tmp_path, src):
+    import gzip
+
+    data = gzip.compress(src.read_bytes())
+    path = tmp_path / f"cut.{src.name}.gz"
+    path.write_bytes(data[: int(len(data) * 0.99)])
+    doc = _json(["analyze", str(path)], tmp_path)
+    assert doc["kernels"] and any("ends early" in w for w in doc["warnings"])
+
+
+def test_a_gzip_bomb_and_an_endless_line_stop_early(tmp_path, capsys):
+    import zlib
+
+    bomb = zlib.compressobj(9, zlib.DEFLATED, 31)
+    with (tmp_path / "bomb.details.csv.gz").open("wb") as fh:
+        fh.write(bomb.compress(DETAILS.read_bytes()))
+        for _ in range(400):
+            fh.write(bomb.compress(b"1,2\n" * (1 << 18)))
+        fh.write(bomb.flush())
+    assert "bomb" in _one_line_error(["analyze", str(tmp_path / "bomb.details.csv.gz")], capsys)
+    endless = tmp_path / "endless.details.csv"
+    with endless.open("wb") as fh:
+        fh.write(DETAILS.read_bytes().splitlines(keepends=True)[0])
+        fh.write(b'"0",' + b"a" * (65 << 20))
+    assert "endless line" in _one_line_error(["analyze", str(endless)], capsys)
+
+
+def test_a_session_field_of_a_megabyte(tmp_path):
+    page = tmp_path / "big.session.csv"
+    page.write_text(SESSION.read_text().replace("--set full", "--set full " + "A" * 1_000_000))
+    doc = _json(["analyze", str(DETAILS), str(page)], tmp_path)
+    assert doc["kernels"]
+
+
+def test_a_source_line_number_of_20_digits(tmp_path):
+    lines = (LINEINFO / "bank-conflicts.source.csv").read_text().splitlines()
+    i = next(i for i, ln in enumerate(lines) if ln[:2] in {f'"{d}' for d in "123456789"})
+    lines[i] = '"' + "9" * 20 + lines[i][lines[i].index('"', 1):]
+    page = tmp_path / "x.source.csv"
+    page.write_text("\n".join(lines) + "\n")
+    assert _json(["analyze", str(LINEINFO / "bank-conflicts.details.csv"), str(page)],
+                 tmp_path)["kernels"]
+
+
+def test_a_damaged_store_partition_is_one_line(tmp_path, capsys):
+    store = tmp_path / "store"
+    assert main(["ingest", str(RAW), "--store", str(store)]) == 0
+    part = next(store.glob("metrics/*/part-0.parquet"))
+    part.write_bytes(part.read_bytes()[:100])
+    capsys.readouterr()
+    assert "cannot be read" in _one_line_error(
+        ["query", "--store", str(store), "select count(*) from metrics"], capsys)
+
+
+def test_a_bad_option_value_is_escaped(capsys):
+    assert main(["analyze", str(DETAILS), "-f", "\x1b[31mx\u202e"]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\u202e" not in err and err.count("\n") == 1
+
+
+def test_a_store_never_lands_on_or_among_its_inputs(tmp_path, capsys):
+    folder = tmp_path / "reports"
+    folder.mkdir()
+    shutil.copyfile(DETAILS, folder / "a.details.csv")
+    before = (folder / "a.details.csv").read_bytes()
+    for store in (folder, folder / "store", folder / "a.details.csv"):
+        _one_line_error(["ingest", str(folder), "--store", str(store)], capsys)
+    assert (folder / "a.details.csv").read_bytes() == before
+    assert sorted(p.name for p in folder.iterdir()) == ["a.details.csv"]
+
+
+def test_query_output_through_a_link_writes_its_target(tmp_path, capsys):
+    store = tmp_path / "store"
+    assert main(["ingest", str(RAW), "--store", str(store)]) == 0
+    target = tmp_path / "target.csv"
+    target.write_text("old")
+    (tmp_path / "link.csv").symlink_to(target)
+    assert main(["query", "--store", str(store), "select 1 as a", "-f", "csv", "-o",
+                 str(tmp_path / "link.csv")]) == 0
+    assert (tmp_path / "link.csv").is_symlink() and target.read_text() == "a\n1\n"
+
+
+def test_a_killed_ingests_staging_is_removed_by_the_next(tmp_path):
+    from ncu_advisor.store.layout import remove_stale_staging
+
+    store = tmp_path / "store"
+    assert main(["ingest", str(RAW), "--store", str(store)]) == 0
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    stale = store / ".staging" / f"ingest-{dead.stdout.strip()}-abc"
+    (stale / "launches.report_id=x").mkdir(parents=True)
+    live = store / ".staging" / f"ingest-{os.getppid()}-def"
+    live.mkdir()
+    assert main(["ingest", str(DETAILS), "--store", str(store)]) == 0
+    assert not stale.exists() and live.exists()
+    assert remove_stale_staging(store) == []
+
+
+def _fake_child(tmp_path, body: str) -> Path:
+    child = tmp_path / "child.py"
+    child.write_text(body)
+    return child
+
+
+def test_a_reader_child_killed_from_outside_is_not_a_damaged_file(tmp_path, monkeypatch):
+    from ncu_advisor.errors import ReportParseError
+    from ncu_advisor.readers import ncu_rep
+
+    monkeypatch.setattr(ncu_rep, "_CHILD", _fake_child(
+        tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"))
+    with pytest.raises(ReportParseError, match="SIGKILL, from outside") as info:
+        list(ncu_rep._records(OCC_REP, None))
+    assert "damaged" not in str(info.value)
+    monkeypatch.setattr(ncu_rep, "_CHILD", _fake_child(
+        tmp_path, "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n"))
+    with pytest.raises(ReportParseError, match="damaged or truncated"):
+        list(ncu_rep._records(OCC_REP, None))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_reader_child_dies_with_its_parent(tmp_path):
+    import time
+
+    child = _fake_child(tmp_path, "import os, time\nprint(os.getpid(), flush=True)\n"
+                                  "open(os.environ['PIDFILE'], 'w').write(str(os.getpid()))\n"
+                                  "time.sleep(60)\n")
+    pidfile = tmp_path / "pid"
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import sys\nfrom pathlib import Path\nfrom ncu_advisor.readers import ncu_rep\n"
+        f"ncu_rep._CHILD = Path({str(child)!r})\n"
+        f"list(ncu_rep._records(Path({str(OCC_REP)!r}), None))\n")],
+        env={**os.environ, "PIDFILE": str(pidfile)})
+    for _ in range(200):
+        if pidfile.exists() and pidfile.read_text():
+            break
+        time.sleep(0.05)
+    pid = int(pidfile.read_text())
+    parent.kill()
+    parent.wait()
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        pytest.fail("the reader child outlived its parent")
+
+
+def test_a_half_committed_report_is_not_seen_by_queries(tmp_path):
+    """Data partitions renamed in, the reports one not yet (an ingest killed mid-commit)."""
+    from ncu_advisor import store as store_api
+
+    store = tmp_path / "store"
+    store_api.ingest(store, [RAW])
+    count = store_api.query(store, "SELECT count(*) AS n FROM launches").to_pylist()[0]["n"]
+    for table in ("launches", "metrics"):
+        part = next((store / table).glob("report_id=*"))
+        shutil.copytree(part, store / table / "report_id=rhalfwritten")
+    got = store_api.query(store, "SELECT count(*) AS n FROM launches").to_pylist()[0]["n"]
+    assert got == count
+    assert store_api.query(store, "SELECT count(DISTINCT report_id) AS n FROM metrics"
+                           ).to_pylist()[0]["n"] == 1

@@ -603,3 +603,12 @@ def test_command_rejects_bad_input(args: list[str], message: str) -> None:
 def test_check_launch_inputs_accepts_the_limits() -> None:
     assert check_launch_inputs("9.0", 1024, 255, 227 * 1024).cc == "9.0"
     assert calculator_summary("9.0", 1024, 255, 0)["theoretical_pct"] == 0.0
+
+
+@pytest.mark.parametrize(("text", "cc", "warps"), [("sm_103", "10.3", 64), ("sm_110", "11.0", 64),
+                                                   ("sm_121", "12.1", 48)])
+def test_the_newer_blackwell_capabilities(text: str, cc: str, warps: int) -> None:
+    """ncu 2025-2026 profiles 10.3 (B300), 11.0 (Thor) and 12.1 (GB10): no unknown cc."""
+    assert normalize_cc(text) == cc
+    result = occupancy(text, 512, 32, 0)
+    assert result.max_warps_per_sm == warps and result.theoretical_pct == 100.0

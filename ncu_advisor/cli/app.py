@@ -208,7 +208,10 @@ def main(argv: list[str] | None = None) -> int:
         command = getattr(ctx, "info_name", None)
         hint = f" (see ncu-advise {command} --help)" if command not in (None, "ncu-advise") \
             else ""
-        typer.echo(f"ncu-advise: error: {_one_line(exc.format_message())}{hint}", err=True)
+        from ..render.formats import safe_text  # the message echoes the user's words
+
+        typer.echo(f"ncu-advise: error: {safe_text(_one_line(exc.format_message()))}{hint}",
+                   err=True)
         return getattr(exc, "exit_code", 2)
     except (KeyboardInterrupt, *abort):
         typer.echo("ncu-advise: interrupted", err=True)
@@ -216,14 +219,20 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except OSError as exc:  # a filesystem problem is the user's to fix, not a bug
+        from ..render.formats import safe_text
+
         where = f"{exc.filename}: " if exc.filename else ""
-        typer.echo(f"ncu-advise: error: {where}{exc.strerror or exc}", err=True)
+        typer.echo(f"ncu-advise: error: {safe_text(_one_line(f'{where}{exc.strerror or exc}'))}",
+                   err=True)
         return 2
     except Exception as exc:  # noqa: BLE001 - a bug must still not dump a traceback on users
         if os.environ.get("NCU_ADVISE_DEBUG"):
             raise
-        typer.echo(f"ncu-advise: internal error: {type(exc).__name__}: {exc} (a bug: please "
-                   "report it; set NCU_ADVISE_DEBUG=1 to see the traceback)", err=True)
+        from ..render.formats import safe_text
+
+        typer.echo(f"ncu-advise: internal error: {type(exc).__name__}: "
+                   f"{safe_text(_one_line(str(exc)))} (a bug: please report it; set "
+                   "NCU_ADVISE_DEBUG=1 to see the traceback)", err=True)
         return 70
     return 0
 

@@ -2,7 +2,9 @@
 
 Registered by the main CLI as ``app.command("diff")(diff_command)``. Input errors are
 :class:`~ncu_advisor.errors.NcuAdviseError` (one line, exit code 2 there); a failed gate prints
-one line on stderr and exits 1, after the report has been written.
+one line on stderr and exits 1, after the report has been written; runs captured differently
+(another GPU, ncu version, clock or cache control, sections) are inconclusive, exit 3, unless
+``--force``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,43 @@ class Severity(StrEnum):
     medium = "medium"
     low = "low"
     info = "info"
+
+
+# The exit code of a diff of runs that do not compare (captured differently): no verdict.
+EXIT_INCONCLUSIVE = 3
+
+
+def _inconclusive(reasons: list[str], format: DiffFormat, output: Path | None,
+                  warnings: list[str]) -> None:
+    """Say that the runs do not compare, and why; no speedup is stated. Exit 3."""
+    from ..render.formats import safe_text
+    from .common import warn, write_atomic
+
+    if format is DiffFormat.json:
+        from .. import json_text
+
+        text = json_text.dumps_text({"schema_version": 1, "kind": "diff",
+                                     "verdict": "inconclusive", "comparable": False,
+                                     "not_comparable": reasons})
+    else:
+        lines = ["ncu-advise diff: inconclusive: the runs were captured differently, so their "
+                 "times do not compare (--force compares them anyway):",
+                 *(f"  - {safe_text(r, newlines=False)}" for r in reasons)]
+        text = "\n".join(lines) + "\n"
+        if format is DiffFormat.html:
+            import html
+
+            text = ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>ncu-advise "
+                    "diff: inconclusive</title></head><body><pre>" + html.escape(text)
+                    + "</pre></body></html>\n")
+    warn(warnings)
+    if output is None:
+        typer.echo(text, nl=False)
+    else:
+        write_atomic(output, text)
+        typer.echo(f"wrote {output}", err=True)
+    typer.echo("ncu-advise: inconclusive: " + "; ".join(reasons), err=True)
+    raise typer.Exit(EXIT_INCONCLUSIVE)
 
 
 def _analyze(path: Path, rules: list[Path] | None):
@@ -85,6 +124,10 @@ def diff_command(
     top: Annotated[int | None, typer.Option(
         help="How many pairs the text output lists [default: 30].", min=1,
         show_default=False)] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Compare runs captured differently (another GPU, ncu version, clock "
+        "or cache control, sections) anyway; without it they are inconclusive (exit "
+        f"{EXIT_INCONCLUSIVE}).")] = False,
 ) -> None:
     """Compare two runs: launches paired, time and findings changed, CI gates."""
     from ..diff.compare import diff_runs, evaluate_gates
@@ -123,6 +166,11 @@ def diff_command(
     result = diff_runs(runs["before"], runs["after"], noise_pct=noise,
                        noise_floor_ns=noise_floor_us * 1000.0, before_repeats=reps_before,
                        after_repeats=reps_after)
+    warnings = [f"{side}: {w}" for side, run in runs.items() for w in run.report.warnings]
+    if result.not_comparable and not force:
+        _inconclusive(result.not_comparable, format, output, warnings)
+    if result.not_comparable:
+        warnings.append("compared with --force, though " + "; ".join(result.not_comparable))
     data = result.to_dict()
     gates = [g.to_dict() for g in evaluate_gates(
         data, fail_if_slower=fail_if_slower,
@@ -141,7 +189,6 @@ def diff_command(
         from ..render.diff_text import render_diff_text
 
         text = render_diff_text(data, gates, top=top)
-    warnings = [f"{side}: {w}" for side, run in runs.items() for w in run.report.warnings]
     warn(warnings)
     if output is None:
         typer.echo(text, nl=False)

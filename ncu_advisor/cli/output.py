@@ -82,6 +82,22 @@ def check_output_file(output: Path, inputs: Iterable[str | os.PathLike],
                               "(rules, origins or a store); refusing")
 
 
+def check_store_folder(store: Path, inputs: Iterable[str | os.PathLike]) -> None:
+    """Refuse an ``ingest --store`` that is an input, or lies inside an input folder.
+
+    A store written into a folder of reports would be read as reports by the next command
+    that reads that folder; one that is an input file would replace it.
+    """
+    target = os.path.realpath(store)
+    for given in inputs:
+        source = os.path.realpath(given)
+        if target == source or _same_file(target, source):
+            raise OutputError(f"{store}: is one of the inputs; refusing to make it a store")
+        if os.path.isdir(source) and target.startswith(source.rstrip(os.sep) + os.sep):
+            raise OutputError(f"{store}: lies inside the input folder {given}; refusing to "
+                              "write a store among the reports")
+
+
 def rule_files_kept(rules: Iterable[str | os.PathLike] | None) -> list[Path]:
     """The files of ``--rules`` folders an output must not overwrite (rules and their cases).
 

@@ -12,9 +12,7 @@ import decimal
 import io
 import json
 import math
-import os
 import sys
-import tempfile
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -26,7 +24,7 @@ if TYPE_CHECKING:
 
 from ..errors import NcuAdviseError
 from ..render.formats import safe_text
-from .output import check_output_file
+from .output import check_output_file, check_store_folder, write_text
 
 STORE_HELP = "The store folder (a hive-partitioned Parquet dataset; created by ingest)."
 
@@ -49,21 +47,12 @@ class TrendFormat(StrEnum):
 
 
 def _emit(text: str, output: Path | None) -> None:
-    """Print, or write a file all at once (never half-written); ``-o -`` is stdout."""
+    """Print, or write a file all at once (never half-written; the one safe writer); ``-o -``
+    is stdout."""
     if output is None or str(output) == "-":
         typer.echo(text, nl=False)
         return
-    if not output.parent.exists():
-        raise NcuAdviseError(f"{output.parent}: output folder does not exist")
-    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text(output, text)
     typer.echo(f"wrote {output}", err=True)
 
 
@@ -185,6 +174,7 @@ def ingest_command(
     """Add reports to a store; files already in it (same content) are skipped."""
     from ..store import ingest, parse_labels
 
+    check_store_folder(store, paths)  # before any work: a store never lands on an input
     labels = parse_labels(label)
     progress = None
     if sys.stderr.isatty():

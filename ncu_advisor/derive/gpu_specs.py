@@ -6,7 +6,9 @@ Sources (see ``docs/occupancy.md`` for the table and what each number is checked
   Specifications per Compute Capability": warps, blocks and threads per SM, registers,
   shared memory per SM and per block (opt-in), and the shared-memory capacities each
   architecture's unified L1/shared memory can be configured to (sections "Compute
-  Capability 7.x / 8.x / 9.0 / 10.0 / 12.0", "Shared Memory").
+  Capability 7.x / 8.x / 9.0 / 10.x / 11.0 / 12.x", "Shared Memory"). Compute
+  capabilities 10.3 and 11.0 have the limits of 10.0, 12.1 those of 12.0 (one column of the
+  table each); Nsight Compute 2025.x-2026.x profiles all of them.
 * The CUDA Occupancy Calculator header ``cuda_occupancy.h`` (CUDA 13.0): register
   allocation unit and granularity, sub-partitions per SM, shared-memory allocation unit,
   the per-block shared memory the driver reserves (from CUDA 11 on, compute capability
@@ -121,8 +123,17 @@ ARCH_SPECS: dict[str, ArchSpec] = {
         ArchSpec("9.0", "Hopper", 64, 32, 228 * KIB, 227 * KIB, 128, KIB, _HOPPER_CARVEOUTS),
         ArchSpec("10.0", "Blackwell (datacenter)", 64, 32, 228 * KIB, 227 * KIB, 128, KIB,
                  _HOPPER_CARVEOUTS),
+        # Blackwell Ultra (B300, GB300) and Thor (11.0; 10.1 before CUDA 13.0) share 10.0's
+        # column of the Programming Guide's table.
+        ArchSpec("10.3", "Blackwell Ultra", 64, 32, 228 * KIB, 227 * KIB, 128, KIB,
+                 _HOPPER_CARVEOUTS),
+        ArchSpec("11.0", "Blackwell (Thor)", 64, 32, 228 * KIB, 227 * KIB, 128, KIB,
+                 _HOPPER_CARVEOUTS),
         # cuda_occupancy.h (CUDA 13.0) gives 24 resident blocks per SM for every 12.x part.
         ArchSpec("12.0", "Blackwell (GeForce)", 48, 24, 100 * KIB, 99 * KIB, 128, KIB,
+                 _GA10X_CARVEOUTS),
+        # GB10 (DGX Spark): the 12.x column, as 12.0.
+        ArchSpec("12.1", "Blackwell (GB10)", 48, 24, 100 * KIB, 99 * KIB, 128, KIB,
                  _GA10X_CARVEOUTS),
     )
 }

@@ -374,6 +374,12 @@ class RunDiff:
     findings: dict[str, list[dict]]
     before_repeats: list[Analysis] = field(default_factory=list)
     after_repeats: list[Analysis] = field(default_factory=list)
+    not_comparable: list[str] = field(default_factory=list)
+
+    @property
+    def comparable(self) -> bool:
+        """Whether the runs were captured alike (:func:`comparability`)."""
+        return not self.not_comparable
 
     @property
     def before_ns(self) -> float:
@@ -396,8 +402,11 @@ class RunDiff:
         if self.noise.total_pct is not None:
             return self.noise.total_pct
         times = _times(self.before)
-        bands = [self.noise.band_ns(p.before, p.after, float(times.get(p.before, 0.0) or 0.0))
-                 for p in self.pairs if p.before is not None]
+        # A launch without a duration has no band: a NaN one made every change, 0% too,
+        # fall outside the noise.
+        bands = [self.noise.band_ns(p.before, p.after, float(times.get(p.before)))
+                 for p in self.pairs if p.before is not None
+                 and math.isfinite(float(times.get(p.before, math.nan)))]
         total = self.before_ns
         return 100.0 * math.sqrt(sum(b * b for b in bands)) / total if total > 0 else 0.0
 
@@ -461,6 +470,8 @@ class RunDiff:
                 "floor_ns": self.noise.floor_ns, "total_pct": band,
                 "observed": self.noise.observed,
             },
+            "comparable": self.comparable,
+            "not_comparable": self.not_comparable,
             "match_counts": counts,
             "roofs": _roofs(self.before, self.after),
             "pairs": self.pair_rows(),
@@ -658,6 +669,52 @@ def _finding_ref(launches: pd.DataFrame, f: Finding | None) -> dict | None:
 
 
 # ---------------------------------------------------------------------------------------------
+# Comparability
+
+# Capture facts two runs must share for their times to compare (session keys, as read).
+COMPARED_FACTS = (
+    ("gpu", "GPU"), ("cc", "compute capability"), ("ncu_version", "ncu version"),
+    ("clock_control", "clock control"), ("cache_control", "cache control"),
+    ("section_set", "section set"),
+)
+
+
+def _fact(value) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, list | tuple):
+        return ", ".join(sorted(map(str, value)))
+    text = str(value).strip()
+    return text or None
+
+
+def _sections(analysis: Analysis) -> set[str]:
+    sections = analysis.report.metrics["section"]
+    return {str(x) for x in pd.unique(sections.dropna().astype(str)) if x and x != "nan"}
+
+
+def comparability(before: Analysis, after: Analysis) -> list[str]:
+    """Why two runs' times do not compare (empty when they do, as far as the inputs say).
+
+    Different GPUs or compute capabilities, ncu versions, clock or cache control, or section
+    sets measure differently (a locked clock or a flushed cache alone moves a kernel by tens
+    of percent); a fact one side does not record is not held against it.
+    """
+    reasons = []
+    for key, what in COMPARED_FACTS:
+        b, a = _fact(before.report.session.get(key)), _fact(after.report.session.get(key))
+        if b is not None and a is not None and b != a:
+            reasons.append(f"{what} differs ({b} before, {a} after)")
+    sb, sa = _sections(before), _sections(after)
+    if sb and sa and sb != sa:
+        only = [f"{len(x)} only {side} ({', '.join(sorted(x)[:2])}"
+                f"{', ...' if len(x) > 2 else ''})"
+                for side, x in (("before", sb - sa), ("after", sa - sb)) if x]
+        reasons.append("sections differ: " + "; ".join(only))
+    return reasons
+
+
+# ---------------------------------------------------------------------------------------------
 # Entry points
 
 
@@ -677,7 +734,8 @@ def diff_runs(before: Analysis, after: Analysis, noise_pct: float | None = None,
         after_repeats: the same for the after program.
 
     Returns:
-        The :class:`RunDiff`.
+        The :class:`RunDiff`; its ``not_comparable`` lists why the runs were not captured
+        alike (:func:`comparability`), and then no speedup should be stated from it.
 
     Raises:
         NcuAdviseError: a negative noise band, or a run without launches.
@@ -711,7 +769,8 @@ def diff_runs(before: Analysis, after: Analysis, noise_pct: float | None = None,
     pairs = pair_launches(before.report.launches, after.report.launches)
     return RunDiff(before=before, after=after, pairs=pairs, noise=noise,
                    findings=diff_findings(before, after, pairs),
-                   before_repeats=list(before_repeats), after_repeats=list(after_repeats))
+                   before_repeats=list(before_repeats), after_repeats=list(after_repeats),
+                   not_comparable=comparability(before, after))
 
 
 def _clip(text: str, width: int = 48) -> str:

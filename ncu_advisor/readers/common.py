@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import gzip
+import csv
+import os
 import re
 import zlib
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -19,17 +21,125 @@ _TRIPLE = re.compile(r"\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)")
 METRIC_NAME = re.compile(r"^[a-z0-9.]*_[a-z0-9_.]*$")
 
 
-def read_input_bytes(path: Path) -> bytes:
-    """Return a file's bytes, decompressing ``.gz`` files (saved or attached logs often are)."""
-    from ..errors import ReportParseError
+# Bounds on what an input may ask of a reader (docs/robustness.md). ncu's longest lines are
+# raw-page rows of a few hundred KB; its gzip and zstd captures shrink 5-30x.
+MAX_LINE = 64 << 20  # bytes in one line: beyond, an endless line, not an export
+MAX_WHOLE = 2 << 30  # bytes of text a reader that holds its input whole takes
+BOMB_RATIO = 200  # decompressed / compressed size beyond which a large input is a bomb
+BOMB_FLOOR = 256 << 20  # ... once it has grown past this size
+_CHUNK = 1 << 20
+# A CSV field may be as long as a line (a session page's command line of 1 MB); the csv
+# module's default of 128 KiB made such a field an internal error.
+csv.field_size_limit(MAX_LINE)
 
-    raw = path.read_bytes()
-    if path.suffix.lower() != ".gz":
-        return raw
-    try:
-        return gzip.decompress(raw)
-    except (OSError, EOFError, zlib.error) as exc:
-        raise ReportParseError(f"{path}: broken gzip file ({exc})") from None
+
+class InputStream:
+    """An input file read in chunks, decompressing ``.gz``, within the bounds above.
+
+    * A gzip stream cut short (a copy stopped at 99%) ends where its data ends:
+      ``truncated`` is set and the reader says so, instead of refusing the file.
+    * A line longer than :data:`MAX_LINE`, more than ``limit`` bytes, or a decompressed
+      size far beyond the file's (a gzip bomb) is a :class:`ReportParseError` at once,
+      before memory runs out.
+    """
+
+    def __init__(self, path: Path, limit: int | None = None, what: str = "") -> None:
+        """Open ``path`` (the limit, if any, with a word on what holds the input whole)."""
+        self.path, self.limit, self.what = path, limit, what
+        self.truncated = False
+        self.size = 0
+        self._line = 0
+        self._raw = path.open("rb")
+        try:
+            self._compressed = os.fstat(self._raw.fileno()).st_size
+        except BaseException:
+            self._raw.close()
+            raise
+        # gzip inflated here, not by GzipFile: a stream cut short keeps all it inflated.
+        self._gzip = path.suffix.lower() == ".gz"
+        self._z = zlib.decompressobj(31) if self._gzip else None
+        self._tail = b""
+
+    def __enter__(self) -> InputStream:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the file."""
+        self._raw.close()
+
+    def read(self, n: int = -1) -> bytes:
+        """Read up to ``n`` bytes (all that is left for -1), checking the bounds."""
+        out = []
+        want = n if n >= 0 else None
+        while want is None or want > 0:
+            chunk = self._chunk(_CHUNK if want is None else min(want, _CHUNK))
+            if not chunk:
+                break
+            out.append(chunk)
+            if want is not None:
+                want -= len(chunk)
+        return b"".join(out)
+
+    def _inflate(self, n: int) -> bytes:
+        from ..errors import ReportParseError
+
+        while True:
+            if self._z.eof:  # a member ends: another may follow (gzip files concatenated)
+                rest = self._z.unused_data or self._raw.read(1 << 16)
+                if not rest.strip(b"\0"):
+                    return b""
+                self._z, self._tail = zlib.decompressobj(31), rest
+            data = self._tail or self._raw.read(1 << 16)
+            if not data:
+                if self.size == 0:
+                    raise ReportParseError(f"{self.path}: broken gzip file (it ends before "
+                                           "any data)")
+                self.truncated = True  # cut short: what came before is the file's data
+                return b""
+            try:
+                out = self._z.decompress(data, n)
+            except zlib.error as exc:
+                raise ReportParseError(f"{self.path}: broken gzip file ({exc})") from None
+            self._tail = self._z.unconsumed_tail
+            if out:
+                return out
+
+    def _chunk(self, n: int) -> bytes:
+        from ..errors import ReportParseError
+
+        if self.truncated:
+            return b""
+        chunk = self._inflate(n) if self._gzip else self._raw.read(n)
+        self.size += len(chunk)
+        end = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
+        self._line = self._line + len(chunk) if end < 0 else len(chunk) - end - 1
+        if self._line > MAX_LINE:
+            raise ReportParseError(
+                f"{self.path}: a line longer than {MAX_LINE >> 20} MiB (an endless line?); "
+                "ncu writes none")
+        if self.limit is not None and self.size > self.limit:
+            raise ReportParseError(
+                f"{self.path}: more than {self.limit >> 20} MiB of text, the most "
+                f"{self.what or 'this reader'} holds in memory; export the raw page "
+                "(ncu --import R.ncu-rep --csv --page raw), which is read streamed")
+        if self._gzip and self.size > BOMB_FLOOR \
+                and self.size > BOMB_RATIO * max(self._compressed, 1):
+            raise ReportParseError(
+                f"{self.path}: decompresses to more than {BOMB_RATIO}x its size (a gzip "
+                "bomb?); no ncu export does")
+        return chunk
+
+
+def read_input_bytes(path: Path, limit: int | None = MAX_WHOLE) -> bytes:
+    """Return a file's bytes, decompressing ``.gz`` files (saved or attached logs often are).
+
+    Within the bounds of :class:`InputStream`; a gzip stream cut short gives what it holds.
+    """
+    with InputStream(path, limit, "a reader of the whole file") as fh:
+        return fh.read()
 
 
 def path_text(path) -> str:
@@ -51,27 +161,132 @@ def base_suffix(path: Path) -> str:
     return suffixes[-1] if suffixes else ""
 
 
-_NUMBER = r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$"
+# Number formats. ncu prints numbers in the host's locale: a decimal point with ","
+# grouping (the C and English locales, "3,199,470,873.31"), a decimal comma with "." or
+# space grouping (German "3.199.470.873,31", French "3 199 470 873,31" with a space, NBSP or
+# NNBSP), or apostrophe grouping (Swiss "1'215'000.00"). One format per file.
+_GROUPING = ",. '\u00a0\u202f"
 
 
-def parse_numbers(text: pd.Series | np.ndarray | pa.Array) -> np.ndarray:
-    """Parse exported value texts into floats, vectorized in Arrow's C++ kernels.
+@dataclass(frozen=True)
+class NumberFormat:
+    """How one file writes numbers: its decimal mark and the grouping marks it may use."""
 
-    Handles thousands separators, ``aggregate (v1; v2; ...)`` instanced values, scientific
-    notation, and ``n/a``/``nan``/``no data``/strings (NaN).
-    """
+    decimal: str
+    name: str
+
+    @property
+    def grouping(self) -> str:
+        """The grouping marks possible beside this decimal mark."""
+        return "".join(c for c in _GROUPING if c != self.decimal)
+
+    @property
+    def pattern(self) -> str:
+        """A whole number in this format: groups of exactly three digits, one decimal mark."""
+        group = "[" + re.escape(self.grouping) + "]"
+        dec = re.escape(self.decimal)
+        return (rf"^[+-]?(?:(?:\d{{1,3}}(?:{group}\d{{3}})+|\d+)(?:{dec}\d*)?|{dec}\d+)"
+                r"(?:[eE][+-]?\d+)?$")
+
+
+# C's printf exponent form (6.65e-05) has one reading in either format: a decimal point.
+_SCIENTIFIC = r"^[+-]?\d+\.\d+[eE][+-]?\d+$"
+DECIMAL_POINT = NumberFormat(".", "decimal point (1,234.5)")
+DECIMAL_COMMA = NumberFormat(",", "decimal comma (1.234,5 or 1 234,5)")
+_SAMPLE = 200_000  # values looked at to tell a file's format (a strided sample)
+
+
+def _as_string_array(text) -> pa.Array:
     if isinstance(text, pa.Array | pa.ChunkedArray):
-        arr = text if text.type == pa.string() else text.cast(pa.string())
-    else:
-        arr = pa.array(np.asarray(text, dtype=object) if not isinstance(text, pd.Series)
-                       else text.astype(object).where(text.notna(), None), type=pa.string())
+        return text if text.type == pa.string() else text.cast(pa.string())
+    return pa.array(np.asarray(text, dtype=object) if not isinstance(text, pd.Series)
+                    else text.astype(object).where(text.notna(), None), type=pa.string())
+
+
+def _prepared(arr: pa.Array) -> pa.Array:
     arr = pc.utf8_trim_whitespace(arr)
     # "8,388,608 (3,145,728; 2,097,152; ...)" (instanced) or "1 (0-15)" (NUMA): the aggregate
     # comes first.
-    arr = pc.replace_substring_regex(arr, r"\s+\(.*\)$", "")
-    arr = pc.replace_substring(arr, ",", "")
-    numeric = pc.if_else(pc.match_substring_regex(arr, _NUMBER), arr, pa.scalar(None, pa.string()))
-    return pc.cast(numeric, pa.float64()).to_numpy(zero_copy_only=False)
+    return pc.replace_substring_regex(arr, r"\s+\(.*\)$", "")
+
+
+def _first(arr: pa.Array, mask: pa.Array) -> str:
+    return str(pc.filter(arr, mask)[0].as_py())
+
+
+def number_format(text, where: str = "input") -> NumberFormat:
+    """Tell the number format of a file's value texts (the decimal point unless shown otherwise).
+
+    A value such as ``41,97`` or ``1.234,5`` can only be a decimal comma, ``41.97`` or
+    ``1,234.5`` only a decimal point; ``1,234`` is either and decides nothing.
+
+    Raises:
+        ReportParseError: values of both kinds: the file mixes two formats.
+
+    """
+    from ..errors import ReportParseError
+
+    arr = _as_string_array(text)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if len(arr) > _SAMPLE:
+        step = len(arr) // _SAMPLE
+        arr = arr.take(pa.array(np.arange(0, len(arr), step)))
+    arr = _prepared(arr)
+    point = pc.fill_null(pc.match_substring_regex(arr, DECIMAL_POINT.pattern), False)
+    comma = pc.fill_null(pc.match_substring_regex(arr, DECIMAL_COMMA.pattern), False)
+    point = pc.and_(point, pc.invert(pc.fill_null(pc.match_substring_regex(arr, _SCIENTIFIC),
+                                                  False)))
+    point_only = pc.and_(point, pc.invert(comma))
+    comma_only = pc.and_(comma, pc.invert(point))
+    if pc.any(comma_only).as_py():
+        if pc.any(point_only).as_py():
+            raise ReportParseError(
+                f"{where}: numbers in two formats ({_first(arr, point_only)!r}, a decimal "
+                f"point, and {_first(arr, comma_only)!r}, a decimal comma); re-export it "
+                "with ncu in one locale (LC_ALL=C)")
+        return DECIMAL_COMMA
+    return DECIMAL_POINT
+
+
+def parse_numbers(text: pd.Series | np.ndarray | pa.Array, fmt: NumberFormat | None = None,
+                  where: str = "input") -> np.ndarray:
+    """Parse exported value texts into floats, vectorized in Arrow's C++ kernels.
+
+    Handles the file's number format (``fmt``; told from ``text`` itself when None: see
+    :func:`number_format`), ``aggregate (v1; v2; ...)`` instanced values, scientific notation,
+    and ``n/a``/``nan``/``no data``/strings (NaN). Grouping must be in threes.
+
+    Raises:
+        ReportParseError: a value that is a number only in the other format (mixed formats).
+
+    """
+    arr = _as_string_array(text)
+    if fmt is None:
+        fmt = number_format(arr, where)
+    arr = _prepared(arr)
+    ok = pc.match_substring_regex(arr, fmt.pattern)
+    clean = pc.replace_substring_regex(arr, "[" + re.escape(fmt.grouping) + "]", "")
+    if fmt.decimal != ".":
+        clean = pc.replace_substring(clean, fmt.decimal, ".")
+        scientific = pc.fill_null(pc.match_substring_regex(arr, _SCIENTIFIC), False)
+        ok = pc.or_(pc.fill_null(ok, False), scientific)
+        clean = pc.if_else(scientific, arr, clean)
+    numeric = pc.if_else(ok, clean, pa.scalar(None, pa.string()))
+    values = pc.cast(numeric, pa.float64()).to_numpy(zero_copy_only=False)
+    other = DECIMAL_COMMA if fmt is DECIMAL_POINT else DECIMAL_POINT
+    failed = pc.and_(pc.invert(pc.fill_null(ok, True)), pc.is_valid(arr))
+    if pc.any(failed).as_py():
+        rest = pc.filter(arr, failed)
+        stray = pc.fill_null(pc.match_substring_regex(rest, other.pattern), False)
+        if pc.any(stray).as_py():
+            from ..errors import ReportParseError
+
+            raise ReportParseError(
+                f"{where}: numbers in two formats ({_first(rest, stray)!r} is written with a "
+                f"{other.name.split(' (')[0]}, the rest with a {fmt.name.split(' (')[0]}); "
+                "re-export it with ncu in one locale (LC_ALL=C)")
+    return values
 
 
 def parse_triples(text: pd.Series) -> pd.DataFrame:

@@ -25,14 +25,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from ..errors import ReportParseError
 from ..report import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, Report
-from ..units import normalize_unit
+from ..units import EXPECTED_BASE, normalize_unit
 from .common import (
+    MAX_WHOLE,
     METRIC_NAME,
+    InputStream,
+    NumberFormat,
     finite_or_nan,
+    number_format,
     nvtx_ranges,
     parse_numbers,
     parse_triples,
@@ -84,9 +89,9 @@ def decode(raw: bytes, path: Path) -> str:
         ) from None
 
 
-def _open(path: Path):
-    """Open an export for binary reading, decompressing ``.gz`` on the fly."""
-    return gzip.open(path, "rb") if path.suffix.lower() == ".gz" else path.open("rb")
+def _open(path: Path) -> InputStream:
+    """Open an export for binary reading, decompressing ``.gz`` on the fly, within bounds."""
+    return InputStream(path, None)
 
 
 class _Chain(io.RawIOBase):
@@ -127,7 +132,7 @@ def read_csv_export(path: Path, metrics: Iterable[str] | None = None,
         try:
             head = fh.read(_PEEK)
             while True:
-                match = _HEADER.search(head)
+                match = _find_header(head)
                 complete = match is not None and match.end(1) < len(head)
                 if complete or len(head) % _PEEK or len(head) >= 64 * _PEEK:
                     break  # header line complete, file exhausted, or no header near the top
@@ -145,19 +150,22 @@ def read_csv_export(path: Path, metrics: Iterable[str] | None = None,
         if head.startswith(_UTF16_BOMS):
             # PowerShell's UTF-16: small files in practice; decode whole, parse as UTF-8.
             head = decode(head + _read_rest(fh, path), path).encode("utf-8")
-            match = _HEADER.search(head)
+            match = _find_header(head)
         if b"\x00" in head[:4096]:
             raise ReportParseError(f"{path}: binary data, not a CSV export (is it a .ncu-rep?)")
         if head.startswith(b"\xef\xbb\xbf"):
             head = head[3:]
-            match = _HEADER.search(head)
+            match = _find_header(head)
+        # From the header on (a live run's program may print Latin-1 before it).
+        start = match.start(1) if match is not None else 0
         try:
-            head.decode("utf-8")
+            head[start:].decode("utf-8")
         except UnicodeDecodeError as exc:
-            if exc.start < len(head) - 4 or len(head) % _PEEK:  # not a character cut short
+            at = start + exc.start
+            if at < len(head) - 4 or len(head) % _PEEK:  # not a character cut short
                 raise ReportParseError(
-                    f"{path}: not UTF-8 text (byte 0x{head[exc.start]:02x} at offset "
-                    f"{exc.start}); re-export it with ncu --csv") from None
+                    f"{path}: not UTF-8 text (byte 0x{head[at]:02x} at offset "
+                    f"{at}); re-export it with ncu --csv") from None
         if match is None:
             raise ReportParseError(
                 f"{path}: not an Nsight Compute CSV export (no header line naming the "
@@ -187,17 +195,36 @@ def read_csv_export(path: Path, metrics: Iterable[str] | None = None,
         else:
             body = head[after:] + _read_rest(fh, path)
             report = _paged(body, header, form, path, warnings)
+        if fh.truncated:
+            warnings.insert(0, f"{path.name}: the gzip stream ends early (a copy cut short?); "
+                            "read what it holds")
     report.launches["form"] = form
     report.session.update(_session_from_preamble(preamble))
     report.warnings[:0] = warnings
     return report
 
 
-def _read_rest(fh, path: Path) -> bytes:
-    try:
-        return fh.read()
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise ReportParseError(f"{path}: broken gzip file ({exc})") from None
+def _find_header(head: bytes) -> re.Match | None:
+    """The header line: the first naming "Kernel Name" beside "ID" or "Process ID".
+
+    A live run's program may print a line naming "Kernel Name" itself before ncu's header.
+    """
+    first = None
+    for match in _HEADER.finditer(head):
+        first = first or match
+        try:
+            fields = set(next(csv.reader([match.group(1).decode("utf-8", "replace")])))
+        except (csv.Error, StopIteration):
+            continue
+        if "Kernel Name" in fields and fields & {"ID", "Process ID"}:
+            return match
+    return first
+
+
+def _read_rest(fh: InputStream, path: Path) -> bytes:
+    """The rest of a page read whole (details, summary), within :data:`MAX_WHOLE`."""
+    fh.limit, fh.what = MAX_WHOLE, "the details-page reader"
+    return fh.read()
 
 
 def _form(header: list[str]) -> str:
@@ -413,10 +440,27 @@ def launch_table(first: pd.DataFrame, frame_columns, path: Path,
 
 
 def finish_report(launches: pd.DataFrame, metrics: pd.DataFrame, rules: pd.DataFrame,
-                  path: Path) -> Report:
-    """The Report of one export from its three tables (shared by the CSV and text readers)."""
+                  path: Path, warnings: list[str] | None = None) -> Report:
+    """The Report of one export from its three tables (shared by the CSV and text readers).
+
+    A metric whose base unit is fixed (:data:`~ncu_advisor.units.EXPECTED_BASE`) but comes in
+    another unit (an emptied unit, a unit of another kind) is read as missing, with a warning.
+    """
     if launches.empty:
         raise ReportParseError(f"{path}: no profiled launches in this export")
+    for name, base in EXPECTED_BASE.items():
+        rows = np.flatnonzero((metrics["metric"] == name).to_numpy())
+        if not len(rows):
+            continue
+        # Only these rows: the whole unit column as objects was ~130 MB at 150 MB of export.
+        units = metrics["unit"].iloc[rows].astype(object).to_numpy()
+        odd = rows[(units != base) & metrics["value"].iloc[rows].notna().to_numpy()]
+        if len(odd):
+            unit = metrics["unit"].iloc[odd[0]]
+            metrics.iloc[odd, metrics.columns.get_loc("value")] = np.nan
+            if warnings is not None:
+                warnings.append(f"{path.name}: {len(odd)} value(s) of {name} in unit "
+                                f"{unit!r}, not {base!r}: read as missing")
     # Two columns only: filtering the whole frame took every text too (~70 MB at 1 GB).
     duration = metrics.loc[(metrics["metric"] == DURATION).to_numpy(), ["launch", "value"]
                            ].drop_duplicates("launch")
@@ -442,11 +486,30 @@ def split_metric_names(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return _per_category(names, label_of), _per_category(names, metric_of)
 
 
-def unit_column(values: pd.Series, units: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Numbers in base units: one unit conversion per distinct unit string."""
+def unit_column(values: pd.Series, units: pd.Series, metric: np.ndarray | None = None,
+                path: Path | None = None, warnings: list[str] | None = None,
+                fmt: NumberFormat | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Numbers in base units: one unit conversion per distinct unit string.
+
+    The number format is the file's (``fmt``, or told from ``values``). A unit spelling the
+    unit table does not know gives missing values, with a warning naming its metrics.
+    """
     base = _per_category(units, lambda u: u.map(lambda x: normalize_unit(x)[0]))
     factor = _per_category(units, lambda u: u.map(lambda x: normalize_unit(x)[1])).astype(float)
-    return parse_numbers(values) * factor, base
+    where = str(path) if path is not None else "input"
+    parsed = parse_numbers(values, fmt, where)
+    unknown = np.isnan(factor) & ~np.isnan(parsed)
+    if unknown.any() and warnings is not None:
+        unit_text = np.asarray(units.astype(object) if hasattr(units, "astype") else units,
+                               dtype=object)
+        first = np.flatnonzero(unknown)
+        seen = pd.unique(pd.Series([f"{metric[i] if metric is not None else '?'} "
+                                    f"({unit_text[i]!r})" for i in first[:1000]]))
+        name = path.name if path is not None else "input"
+        warnings.append(f"{name}: unknown unit(s), values read as missing: "
+                        + ", ".join(str(x)[:80] for x in seen[:3])
+                        + (f" and {len(seen) - 3} more" if len(seen) > 3 else ""))
+    return parsed * factor, base
 
 
 def _details(frame: pd.DataFrame, rule_rows: list[list[str]], header: list[str], path: Path,
@@ -461,9 +524,13 @@ def _details(frame: pd.DataFrame, rule_rows: list[list[str]], header: list[str],
     frame = frame[valid]
     key_cols = [c for c in ("ID", "Process ID", "Kernel Name") if c in frame]
     launch_of, first = _row_keys(frame, key_cols)
+    frame, launch_of, first = _repeated_ids(frame, launch_of, first, path, warnings)
+    launch_of, first = _in_id_order(frame, launch_of, first)
     launches = launch_table(frame.iloc[first], frame.columns, path)
     label, metric = split_metric_names(frame["Metric Name"])
-    values, units = unit_column(frame["Metric Value"], frame["Metric Unit"])
+    fmt = number_format(frame["Metric Value"].array, str(path))
+    values, units = unit_column(frame["Metric Value"], frame["Metric Unit"],
+                                np.where(pd.isna(metric), label, metric), path, warnings, fmt)
     values = _finite(values, metric, launch_of, path, warnings)
     metrics = pd.DataFrame({
         "launch": launch_of,
@@ -473,23 +540,115 @@ def _details(frame: pd.DataFrame, rule_rows: list[list[str]], header: list[str],
         "text": frame["Metric Value"].array,
     })
     metrics = resolve_labels(metrics)[METRIC_COLUMNS]
-    rules = _rule_table(rule_rows, header, launches)
-    return finish_report(launches, metrics, rules, path)
+    rules = _rule_table(rule_rows, header, launches, fmt)
+    return finish_report(launches, metrics, rules, path, warnings)
 
 
-def _rule_table(rule_rows: list[list[str]], header: list[str],
-                launches: pd.DataFrame) -> pd.DataFrame:
+def _repeated_ids(frame: pd.DataFrame, launch_of: np.ndarray, first: np.ndarray, path: Path,
+                  warnings: list[str]) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """Keep two launches that share one ncu ID apart; drop a launch repeated whole.
+
+    A launch lists its (section, metric) rows once each (a chart's table a fixed number of
+    times), so every metric listed k times over under one ID, process and name means k
+    launches (a repeated ID) or one launch k times (a page given twice): the i-th listing of
+    each metric belongs to the i-th launch. One identical
+    to the first is skipped, as the raw reader skips a repeated row; another is kept as a
+    launch of its own. Both are warned about.
+    """
+    cols = [c for c in ("Section Name", "Metric Name", "Body Item Label") if c in frame]
+    keys = pd.DataFrame({"launch": launch_of,
+                         **{c: frame[c].cat.codes.to_numpy() if isinstance(
+                             frame[c].dtype, pd.CategoricalDtype) else frame[c].to_numpy()
+                            for c in cols}})
+    by_metric = keys.groupby(list(keys.columns), sort=False)
+    occurrence = by_metric.cumcount().to_numpy()
+    if not len(occurrence) or occurrence.max() == 0:
+        return frame, launch_of, first
+    # Some sections list one name several times (the roofline chart's tables), so the copies
+    # of a launch are the fewest times any of its metrics is listed.
+    count = by_metric["launch"].transform("size").to_numpy()
+    copies = pd.Series(count).groupby(launch_of).transform("min").to_numpy()
+    if copies.max() == 1:
+        return frame, launch_of, first
+    occurrence = np.minimum(occurrence // np.maximum(count // copies, 1), copies - 1)
+    width = int(occurrence.max()) + 1
+    sub, uniques = pd.factorize(launch_of.astype(np.int64) * width + occurrence, sort=False)
+    # What each listing says: an order-free hash of its rows, to tell a repeat from a launch.
+    row_hash = pd.util.hash_pandas_object(pd.DataFrame({
+        c: frame[c].astype(str).to_numpy() for c in (*cols, "Metric Value")}),
+        index=False).to_numpy()
+    signature = pd.DataFrame({"sub": sub, "h": row_hash}).groupby("sub")["h"].agg(
+        lambda h: (int(np.bitwise_xor.reduce(h.to_numpy())), len(h)))
+    base_of = uniques // width
+    occ_of = uniques % width
+    sig = signature.reindex(np.arange(len(uniques))).to_numpy()
+    sig_first = {int(b): sig[i] for i, (b, o) in enumerate(zip(base_of, occ_of, strict=True))
+                 if o == 0}
+    repeat = np.array([o > 0 and sig[i] == sig_first.get(int(b)) for i, (b, o)
+                       in enumerate(zip(base_of, occ_of, strict=True))], dtype=bool)
+    ids = frame["ID"].astype(str).to_numpy()
+    if repeat.any():
+        warnings.append(f"{path.name}: skipped {int(repeat.sum())} repeated launch(es) (the "
+                        "same rows again under one ID: a page given twice?)")
+    shared = (occ_of > 0) & ~repeat
+    if shared.any():
+        firsts = np.full(len(uniques), -1, dtype=np.int64)
+        firsts[sub[::-1]] = np.arange(len(sub))[::-1]
+        named = sorted({ids[firsts[i]] for i in np.flatnonzero(shared)}, key=str)
+        warnings.append(f"{path.name}: ncu ID(s) {', '.join(named[:5])} name more than one "
+                        "launch (repeated IDs); kept as separate launches")
+    keep_rows = ~repeat[sub]
+    frame = frame[keep_rows]
+    kept_subs = np.flatnonzero(~repeat)
+    renumber = np.full(len(uniques), -1, dtype=np.int64)
+    renumber[kept_subs] = np.arange(len(kept_subs))
+    launch_of = renumber[sub[keep_rows]]
+    first = np.full(len(kept_subs), -1, dtype=np.int64)
+    first[launch_of[::-1]] = np.arange(len(launch_of))[::-1]
+    return frame, launch_of, first
+
+
+def _in_id_order(frame: pd.DataFrame, launch_of: np.ndarray,
+                 first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Number launches in ncu's ID order (ncu writes them so), not in order of rows.
+
+    Rows shuffled (a sort in a spreadsheet) must not renumber launches: fusion and other
+    sequence findings read launch order. A page with a launch without a numeric ID keeps
+    the order of its rows.
+    """
+    ids = safe_ints(frame["ID"].to_numpy()[first]).to_numpy(dtype="float64", na_value=np.nan)
+    if len(ids) < 2 or np.isnan(ids).any() or np.all(np.diff(ids) >= 0):
+        return launch_of, first
+    order = np.argsort(ids, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return rank[launch_of], first[order]
+
+
+def _rule_table(rule_rows: list[list[str]], header: list[str], launches: pd.DataFrame,
+                fmt: NumberFormat | None = None) -> pd.DataFrame:
     """Ncu's rule rows (the few complete rows of a details export)."""
     if not rule_rows or "Rule Name" not in header:
         return pd.DataFrame(columns=RULE_COLUMNS)
     rows = pd.DataFrame([r for r in rule_rows if len(r) == len(header)], columns=_unique(header))
     rows = _with_columns(rows, _DETAILS_COLUMNS).astype(object)
     rows = rows[rows["Rule Name"].ne("")]
-    ident = {(str(i), str(p), n): launch for i, p, n, launch in zip(
-        launches["id"], launches["process_id"], launches["name"], launches["launch"],
-        strict=True)}
-    launch = [ident.get((i, p, n)) for i, p, n in zip(
-        rows["ID"], rows["Process ID"], rows["Kernel Name"], strict=True)]
+    ident: dict[tuple, list[int]] = {}
+    for i, p, n, launch in zip(launches["id"], launches["process_id"], launches["name"],
+                               launches["launch"], strict=True):
+        ident.setdefault((str(i), str(p), n), []).append(launch)
+    # Launches sharing one ID (kept apart by the reader): the k-th result of a rule goes to
+    # the k-th of them.
+    by_rule = rows.groupby(["ID", "Process ID", "Kernel Name", "Section Name", "Rule Name"],
+                           sort=False)
+    nth = by_rule.cumcount().to_numpy()
+    count = by_rule["Rule Name"].transform("size").to_numpy()
+    launch = []
+    for i, p, n, k, c in zip(rows["ID"], rows["Process ID"], rows["Kernel Name"], nth, count,
+                             strict=True):
+        found = ident.get((i, p, n), [])
+        launch.append(found[min(k // max(c // len(found), 1), len(found) - 1)] if found
+                      else None)
     rows = rows.assign(_launch=launch).dropna(subset=["_launch"])
     return pd.DataFrame({
         "launch": rows["_launch"].astype(int).to_numpy(),
@@ -499,8 +658,8 @@ def _rule_table(rule_rows: list[list[str]], header: list[str],
         "title": None,  # the CSV keeps only the rule id, not the message title
         "description": rows["Rule Description"].to_numpy(),
         "speedup_type": rows["Estimated Speedup Type"].replace("", None).to_numpy(),
-        "speedup": finite_or_nan(parse_numbers(rows["Estimated Speedup"]))[0],
-    })
+        "speedup": finite_or_nan(parse_numbers(rows["Estimated Speedup"], fmt))[0],
+    }).drop_duplicates(ignore_index=True)  # a launch's rule rows again (a page given twice)
 
 
 def _raw_stream(stream, header: list[str], path: Path, warnings: list[str],
@@ -548,20 +707,28 @@ def _raw_stream(stream, header: list[str], path: Path, warnings: list[str],
     else:
         warnings.append(f"{path.name}: raw page without a units row; values taken as exported")
     factors = np.array([normalize_unit(u)[1] for u in units], dtype=np.float64)
+    base_units = [normalize_unit(u)[0] for u in units]
+    _check_raw_units(metric_cols, units, base_units, factors, path, warnings)
     # Per column: whether its numbers keep their text (all, unless lean texts were asked).
     texts_kept = (None if wanted is None or texts is None
                   else np.isin(np.asarray(metric_cols, dtype=object), list(texts)))
-    base_units = [normalize_unit(u)[0] for u in units]
     idents: list[pa.RecordBatch] = []
     text_blocks: list[pa.Array] = []
     values = _RowBuffer(len(metric_cols))
     bad_cells: list[tuple[int, str]] = []
+    fmt: NumberFormat | None = None
+    not_launches = 0
     try:
         for batch in _chain_batches(first, batches):
+            batch, dropped = _drop_header_rows(batch)
+            not_launches += dropped
             if batch.num_rows == 0:
                 continue
+            if fmt is None and metric_cols:
+                fmt = number_format(pa.concat_arrays([batch.column(c) for c in metric_cols]),
+                                    str(path))
             idents.append(batch.select(ident))
-            v, t = _raw_block(batch, metric_cols, factors, texts_kept)
+            v, t = _raw_block(batch, metric_cols, factors, texts_kept, fmt, str(path))
             inf_rows, inf_cols = np.nonzero(np.isinf(v))
             if len(inf_rows):
                 bad_cells.extend((values.rows + int(r), metric_cols[int(c)])
@@ -574,6 +741,9 @@ def _raw_stream(stream, header: list[str], path: Path, warnings: list[str],
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError, EOFError, zlib.error) as exc:
         raise _csv_error(path, exc) from None
     n_rows = values.rows
+    if not_launches:
+        warnings.append(f"{path.name}: skipped {not_launches} repeated header or units row(s) "
+                        "(a page given twice?)")
     if skipped_rows[0]:
         warnings.append(f"{path.name}: skipped {skipped_rows[0]} malformed or non-data line(s), "
                         f"first: {skipped_rows[1][:70]!r}")
@@ -599,18 +769,36 @@ def _raw_stream(stream, header: list[str], path: Path, warnings: list[str],
         # Texts stay in Arrow memory (one buffer, not a Python string per cell).
         "text": pd.arrays.ArrowExtensionArray(pa.chunked_array(text_blocks, type=pa.string())),
     }, copy=False)
-    # Accidental duplicate rows of one launch: the first wins.
+    # A launch row again (a page given twice): skipped. Another launch under the same ID,
+    # process and name (a repeated ID) is kept apart, with a warning.
     key_cols = [c for c in ("ID", "Process ID", "Kernel Name") if c in frame]
     dup = frame.duplicated(key_cols).to_numpy() & launches["id"].notna().to_numpy()
     if dup.any():
-        keep_rows = np.flatnonzero(~dup)
-        order = np.full(n_rows, -1, dtype=np.int64)
-        order[keep_rows] = np.arange(len(keep_rows))
-        warnings.append(f"{path.name}: skipped {int(dup.sum())} repeated launch row(s)")
+        group = frame.groupby(key_cols, sort=False, observed=True, dropna=False).ngroup()
+        first_row = pd.Series(np.arange(n_rows)).groupby(group.to_numpy()).transform("min")
+        first_row = first_row.to_numpy()
+        same = np.array([np.array_equal(table[i], table[first_row[i]], equal_nan=True)
+                         if dup[i] else False for i in range(n_rows)]) if m else dup.copy()
+        if (dup & ~same).any():
+            named = sorted({str(x) for x in frame["ID"].to_numpy()[dup & ~same]})
+            warnings.append(f"{path.name}: ncu ID(s) {', '.join(named[:5])} name more than one "
+                            "launch (repeated IDs); kept as separate launches")
+        dup &= same
+    ids = launches["id"].to_numpy(dtype="float64", na_value=np.nan)
+    order = np.arange(n_rows)
+    if n_rows > 1 and not np.isnan(ids).any() and not np.all(np.diff(ids[~dup]) >= 0):
+        order = np.argsort(ids, kind="stable")  # ncu's ID order, not the rows' (shuffled)
+    if dup.any() or not np.array_equal(order, np.arange(n_rows)):
+        if dup.any():
+            warnings.append(f"{path.name}: skipped {int(dup.sum())} repeated launch row(s)")
+        keep_rows = order[~dup[order]]
+        new_of = np.full(n_rows, -1, dtype=np.int64)
+        new_of[keep_rows] = np.arange(len(keep_rows))
         launches = launches.iloc[keep_rows].assign(launch=np.arange(len(keep_rows)))
         metrics = metrics[~np.repeat(dup, m)]
-        metrics = metrics.assign(launch=order[metrics["launch"].to_numpy()])
-        table = None
+        metrics = metrics.assign(launch=new_of[metrics["launch"].to_numpy()])
+        metrics = metrics.sort_values("launch", kind="stable")
+        table = table[keep_rows] if m else None
     report = finish_report(launches, metrics.reset_index(drop=True),
                      pd.DataFrame(columns=RULE_COLUMNS), path)
     if table is not None and m:
@@ -637,8 +825,40 @@ def _csv_error(path: Path, exc: BaseException) -> ReportParseError:
     return ReportParseError(f"{path}: malformed CSV ({text})")
 
 
+def _drop_header_rows(batch: pa.RecordBatch) -> tuple[pa.RecordBatch, int]:
+    """Drop the rows of a raw page that are its header or units row again (never launches).
+
+    A page given twice repeats its header (``"ID","Kernel Name"``) and units row (no ID, no
+    name); a units row may also be repeated alone.
+    """
+    ids, names = batch.column("ID"), batch.column("Kernel Name")
+    header = pc.and_(pc.equal(ids, "ID"), pc.equal(names, "Kernel Name"))
+    units = pc.and_(pc.equal(pc.utf8_trim_whitespace(ids), ""), pc.equal(names, ""))
+    drop = pc.or_(header, units)
+    n = pc.sum(drop).as_py() or 0
+    return (batch.filter(pc.invert(drop)), n) if n else (batch, 0)
+
+
+def _check_raw_units(metric_cols: list[str], units: list[str], base_units: list[str],
+                     factors: np.ndarray, path: Path, warnings: list[str]) -> None:
+    """Unknown unit spellings, and fixed-unit metrics in another unit: missing, named."""
+    unknown = [f"{c} ({u!r})" for c, u, f in zip(metric_cols, units, factors, strict=True)
+               if np.isnan(f)]
+    if unknown:
+        warnings.append(f"{path.name}: unknown unit(s), values read as missing: "
+                        + ", ".join(x[:80] for x in unknown[:3])
+                        + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else ""))
+    for i, col in enumerate(metric_cols):
+        expected = EXPECTED_BASE.get(col)
+        if expected is not None and base_units[i] != expected and not np.isnan(factors[i]):
+            factors[i] = np.nan
+            warnings.append(f"{path.name}: {col} in unit {units[i]!r}, not {expected!r}: read "
+                            "as missing")
+
+
 def _raw_block(batch: pa.RecordBatch, metric_cols: list[str], factors: np.ndarray,
-               texts_kept: np.ndarray | None = None) -> tuple[np.ndarray, pa.Array]:
+               texts_kept: np.ndarray | None = None, fmt: NumberFormat | None = None,
+               where: str = "input") -> tuple[np.ndarray, pa.Array]:
     """One block of raw rows -> (values as rows x metrics in base units, texts launch-major).
 
     ``texts_kept``: per column, whether a number keeps its text (None: every text kept);
@@ -650,7 +870,7 @@ def _raw_block(batch: pa.RecordBatch, metric_cols: list[str], factors: np.ndarra
     # All metric columns end to end (metric-major), parsed in one pass of Arrow kernels.
     flat = pa.concat_arrays([batch.column(c) for c in metric_cols])
     with np.errstate(over="ignore", invalid="ignore"):
-        parsed = parse_numbers(flat).reshape(m, k)
+        parsed = parse_numbers(flat, fmt, where).reshape(m, k)
         v = parsed * factors[:, None]
     order = np.arange(m * k).reshape(m, k).T.ravel()  # launch-major: launch, then metric
     # A masked index takes a null: only the texts kept are copied.
@@ -720,10 +940,12 @@ def _summary(frame: pd.DataFrame, path: Path, warnings: list[str]) -> Report:
     launches = launch_table(frame.iloc[first], frame.columns, path)
     launches["id"] = pd.array([pd.NA] * len(launches), dtype="Int64")  # summaries have no IDs
     launches["invocations"] = safe_ints(frame["Invocations"].iloc[first]).fillna(1).to_numpy()
-    avg, units = unit_column(frame["Average"], frame["Metric Unit"])
-    lo, _ = unit_column(frame["Minimum"], frame["Metric Unit"])
-    hi, _ = unit_column(frame["Maximum"], frame["Metric Unit"])
     label, metric = split_metric_names(frame["Metric Name"])
+    fmt = number_format(frame["Average"].array, str(path))
+    named = np.where(pd.isna(metric), label, metric)
+    avg, units = unit_column(frame["Average"], frame["Metric Unit"], named, path, warnings, fmt)
+    lo, _ = unit_column(frame["Minimum"], frame["Metric Unit"], fmt=fmt, path=path)
+    hi, _ = unit_column(frame["Maximum"], frame["Metric Unit"], fmt=fmt, path=path)
     avg = _finite(avg, metric, launch_of, path, warnings)
     lo, _ = finite_or_nan(lo)
     hi, _ = finite_or_nan(hi)
@@ -734,7 +956,7 @@ def _summary(frame: pd.DataFrame, path: Path, warnings: list[str]) -> Report:
     })
     metrics = resolve_labels(metrics)
     metrics = metrics[METRIC_COLUMNS + ["minimum", "maximum"]]
-    return finish_report(launches, metrics, pd.DataFrame(columns=RULE_COLUMNS), path)
+    return finish_report(launches, metrics, pd.DataFrame(columns=RULE_COLUMNS), path, warnings)
 
 
 def _session_from_preamble(preamble: list[str]) -> dict:

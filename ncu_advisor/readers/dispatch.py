@@ -240,7 +240,14 @@ def _merge_same_launches(report: Report) -> Report:
     keyed = launches.dropna(subset=["process_id", "id"])
     if keyed.empty or not keyed.duplicated(_SAME_LAUNCH).any():
         return report
-    first = keyed.groupby(_SAME_LAUNCH, dropna=False, sort=False)["launch"].transform("min")
+    # Two launches of one file under one key are two launches (a repeated ID, kept apart by
+    # the reader): the k-th of a file pairs with the k-th of another.
+    keyed = keyed.assign(_nth=keyed.groupby([*_SAME_LAUNCH, "source"], dropna=False,
+                                            sort=False).cumcount())
+    key = [*_SAME_LAUNCH, "_nth"]
+    if not keyed.duplicated(key).any():
+        return report
+    first = keyed.groupby(key, dropna=False, sort=False)["launch"].transform("min")
     remap = dict(zip(keyed["launch"], first, strict=True))
     keep = launches[~launches["launch"].isin([k for k, v in remap.items() if k != v])]
     # Fill what the first copy lacked (a raw export has no NVTX; a details one may). The

@@ -13,12 +13,13 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import os
 import pickle
-import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -28,7 +29,7 @@ import pandas as pd
 from ..errors import ReportParseError
 from ..report import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, Report
 from . import ncu_rep_child
-from .common import path_text, short_name
+from .common import BOMB_FLOOR, BOMB_RATIO, path_text, short_name
 from .source_page import source_lines_frame
 
 # The ncu_report module's own MsgType enum (OK 1, OPTIMIZATION 2, WARNING 3, ERR 4); it differs
@@ -78,7 +79,8 @@ def _records(path: Path, request: list[str] | dict | None):
     """
     with tempfile.TemporaryFile() as err:  # the native reader logs here, not on our stderr
         proc = subprocess.Popen([sys.executable, str(_CHILD), str(path)],
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                preexec_fn=_die_with_parent())
         try:
             proc.stdin.write(json.dumps(request).encode())
             proc.stdin.close()
@@ -100,8 +102,43 @@ def _records(path: Path, request: list[str] | dict | None):
                 proc.kill()
                 proc.wait()
         if not done or code != 0:
+            if code is not None and -code in _SENT_FROM_OUTSIDE:
+                raise ReportParseError(
+                    f"{path}: reading stopped: the ncu_report reader {_how_it_ended(code)}, "
+                    "from outside (out of memory? the system's OOM killer sends SIGKILL); "
+                    "that says nothing about the file: try again with more memory, or "
+                    "analyze its raw export (ncu --import R --csv --page raw)")
             raise ReportParseError(f"{path}: not a readable .ncu-rep (the ncu_report reader "
                                    f"{_how_it_ended(code)}; the file is damaged or truncated)")
+
+
+# Signals a reader gets from someone else (the OOM killer, a user, a job scheduler), not
+# from its own crash on a damaged file (SIGSEGV, SIGABRT, SIGBUS).
+_SENT_FROM_OUTSIDE = {signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+
+
+def _die_with_parent():
+    """A ``preexec_fn`` that has Linux kill the child when this process dies (else None).
+
+    A reader child outlives a parent killed by SIGKILL or SIGTERM otherwise, holding
+    hundreds of MB: ``PR_SET_PDEATHSIG`` sends it SIGKILL then.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def arm() -> None:
+        prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+        if os.getppid() != parent:  # the parent died before the call: go now
+            os._exit(1)
+
+    return arm
 
 
 def _how_it_ended(code: int | None) -> str:
@@ -116,6 +153,26 @@ def _how_it_ended(code: int | None) -> str:
 def is_report_head(head: bytes) -> bool:
     """Whether a file's first bytes (decompressed) are those of an Nsight Compute report."""
     return head.startswith(_REP_MAGIC)
+
+
+def _zstd_error() -> type[BaseException]:
+    try:
+        import zstandard
+    except ImportError:
+        return OSError
+    return zstandard.ZstdError
+
+
+def _bounded_copy(src, dst, path: Path) -> None:
+    """Decompress ``src`` into ``dst``, refusing a bomb (far beyond the file's size)."""
+    compressed = max(path.stat().st_size, 1)
+    done = 0
+    while chunk := src.read(1 << 20):
+        done += len(chunk)
+        if done > BOMB_FLOOR and done > BOMB_RATIO * compressed:
+            raise ReportParseError(f"{path}: decompresses to more than {BOMB_RATIO}x its size "
+                                   "(a bomb?); no Nsight Compute report does")
+        dst.write(chunk)
 
 
 @contextlib.contextmanager
@@ -135,7 +192,7 @@ def _uncompressed(path: Path):
         try:
             if magic.startswith(_GZIP_MAGIC):
                 with gzip.open(path, "rb") as src, target.open("wb") as dst:
-                    shutil.copyfileobj(src, dst, 1 << 20)
+                    _bounded_copy(src, dst, path)
             else:
                 try:
                     import zstandard
@@ -144,9 +201,10 @@ def _uncompressed(path: Path):
                         f"{path}: a zstd-compressed report; install the zstandard package to "
                         "read it, or open it with ncu and export it (ncu --import FILE --csv "
                         "--page raw)") from None
-                with path.open("rb") as src, target.open("wb") as dst:
-                    zstandard.ZstdDecompressor().copy_stream(src, dst)
-        except (OSError, EOFError) as exc:
+                with path.open("rb") as raw, target.open("wb") as dst, \
+                        zstandard.ZstdDecompressor().stream_reader(raw) as src:
+                    _bounded_copy(src, dst, path)
+        except (OSError, EOFError, zlib.error, _zstd_error()) as exc:
             raise ReportParseError(f"{path}: the compressed report does not decompress "
                                    f"({exc})") from None
         yield target

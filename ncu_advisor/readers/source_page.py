@@ -66,6 +66,15 @@ def is_source_page(path: Path) -> bool:
     return head.lstrip(b"\xef\xbb\xbf").startswith(_SOURCE_PAGE_START)
 
 
+def _address(text: str) -> int | None:
+    """An instruction address ``0x...`` as an integer (None: not hex or beyond 63 bits)."""
+    try:
+        value = int(text, 16)
+    except ValueError:
+        return None
+    return value if value < 1 << 63 else None
+
+
 def empty_source_lines() -> pd.DataFrame:
     """An empty ``source_lines`` table (inputs without source-level counters)."""
     return pd.DataFrame(columns=SOURCE_LINE_COLUMNS)
@@ -101,13 +110,14 @@ def read_source_page(path: Path) -> pd.DataFrame:
         if header is None or len(row) != len(header):
             continue
         if head:  # a CUDA line: its sums are repeated on its instructions
-            line = int(head) if head.isdigit() else None
+            # A line number beyond 64 bits is no source line (it would overflow the table).
+            line = int(head) if head.isdigit() and len(head) <= 18 else None
             continue
         address = row[2]
-        if not address.startswith("0x") or line is None:
+        if not address.startswith("0x") or line is None or _address(address) is None:
             continue  # "..." gaps, instructions without line information
         record = {"launch": table, "function": function, "file": file_path, "line": line,
-                  "address": int(address, 16), "sass": row[3].strip()}
+                  "address": _address(address), "sass": row[3].strip()}
         for col, value in zip(header[4:], row[4:], strict=True):
             name = _CSV_COLUMNS.get(col)
             if name is None and col.startswith("stall_") and "(" not in col:

@@ -191,7 +191,7 @@ def read_text_output(path: Path) -> Report:
     if parsed.other_tables:
         warnings.append(f"{path.name}: skipped {parsed.other_tables} table(s) that are not "
                         "Metric Name / Metric Unit / Metric Value tables")
-    report = _report(kept, path)
+    report = _report(kept, path, warnings)
     report.launches["form"] = "text"
     report.session.update(_session_facts(parsed, len(parsed.launches)))
     report.warnings[:0] = warnings
@@ -321,7 +321,7 @@ def _table(lines: list[str], i: int, launch: _Launch, section: str, out: _Parse)
     return i
 
 
-def _report(launches: list[_Launch], path: Path) -> Report:
+def _report(launches: list[_Launch], path: Path, warnings: list[str]) -> Report:
     """Build the Report tables with the details CSV reader's conversions."""
     first = pd.DataFrame({
         "ID": [str(k) for k in range(len(launches))],
@@ -341,14 +341,15 @@ def _report(launches: list[_Launch], path: Path) -> Report:
     rows = [(k, *row) for k, launch in enumerate(launches) for row in launch.metrics]
     frame = pd.DataFrame(rows, columns=["launch", "section", "name", "unit", "value"])
     label, metric = split_metric_names(frame["name"].astype("category"))
-    values, units = unit_column(frame["value"], frame["unit"].astype("category"))
+    values, units = unit_column(frame["value"], frame["unit"].astype("category"),
+                                np.where(pd.isna(metric), label, metric), path, warnings)
     metrics = pd.DataFrame({
         "launch": frame["launch"].to_numpy(), "section": frame["section"].to_numpy(),
         "body_item": "", "metric": metric, "label": label, "unit": units, "value": values,
         "text": frame["value"].to_numpy(),
     })
     metrics = resolve_labels(metrics)[METRIC_COLUMNS]
-    return finish_report(table, metrics, _rule_table(launches), path)
+    return finish_report(table, metrics, _rule_table(launches), path, warnings)
 
 
 def _rule_table(launches: list[_Launch]) -> pd.DataFrame:

@@ -244,10 +244,39 @@ def commit_staged(root: Path, stage: Path, staged: Mapping[str, list[str]]) -> l
     return added
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True  # someone else's process: leave its folder alone
+    return True
+
+
+def remove_stale_staging(root: Path) -> list[str]:
+    """Remove ``.staging/ingest-PID-*`` folders whose ingest process no longer runs.
+
+    An ingest killed (SIGKILL, the OOM killer) cannot clean up after itself; the next one
+    does. A folder of a live process (a concurrent ingest) is kept. Returns the names removed.
+    """
+    removed = []
+    for folder in sorted((root / ".staging").glob("ingest-*")):
+        pid = folder.name.split("-")[1] if folder.name.count("-") >= 2 else ""
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder.name)
+    return removed
+
+
 @contextlib.contextmanager
 def staging_folder(root: Path) -> Iterator[Path]:
-    """A private staging folder inside the store (same file system: renames are atomic)."""
+    """A private staging folder inside the store (same file system: renames are atomic).
+
+    Staging folders that a killed ingest left (their process is gone) are removed first.
+    """
     (root / ".staging").mkdir(exist_ok=True)
+    remove_stale_staging(root)
     stage = Path(tempfile.mkdtemp(prefix=f"ingest-{os.getpid()}-", dir=root / ".staging"))
     try:
         yield stage

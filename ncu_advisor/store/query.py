@@ -53,16 +53,22 @@ def connect(store: str | os.PathLike, tables: Iterable[str] | None = None,
         wanted.add("reports")
     mixed = bool((read_marker(root) or {}).get("mixed_columns"))
     con = duckdb.connect(":memory:")
+    # A report is committed when its reports partition is there (renamed last): data
+    # partitions of a commit in progress (or of a killed one) are not seen.
+    committed = ", ".join(_sql_text(name.partition("=")[2]) for name in sorted(
+        p.name for p in (root / "reports").glob("report_id=*") if (p / PART).is_file()))
     for table in TABLES:
         if table not in wanted:
             continue
         folder = root / table
         if next(folder.glob(f"report_id=*/{PART}"), None) is not None:
             pattern = _sql_text(str(folder / "report_id=*" / "*.parquet"))
+            only = f" WHERE report_id IN ({committed})" if table != "reports" else ""
             con.execute(
                 f"CREATE VIEW {table} AS SELECT report_id, * EXCLUDE (report_id) FROM "
                 f"read_parquet({pattern}, hive_partitioning = true, "
-                f"hive_types = {{'report_id': VARCHAR}}, union_by_name = {str(mixed).lower()})")
+                f"hive_types = {{'report_id': VARCHAR}}, union_by_name = {str(mixed).lower()})"
+                f"{only if committed else ' WHERE false' if only else ''}")
         else:
             schema = pa.schema([("report_id", STR), *SCHEMAS[table]])
             con.register(f"_empty_{table}", schema.empty_table())
@@ -77,6 +83,11 @@ def connect(store: str | os.PathLike, tables: Iterable[str] | None = None,
             con.execute(f"SET {setting} = false")
         con.execute("SET lock_configuration = true")  # the user's SQL cannot undo the above
     return con
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _tables_named(sql: str) -> list[str]:
@@ -100,7 +111,12 @@ def query(store: str | os.PathLike, sql: str, params: Mapping[str, object] | Non
     """
     import duckdb
 
-    con = connect(store, _tables_named(sql), confined=not allow_write)
+    try:
+        # Views read the files' footers when made: a damaged partition fails here.
+        con = connect(store, _tables_named(sql), confined=not allow_write)
+    except duckdb.Error as exc:
+        raise StoreError(f"{store}: the store cannot be read ({_first_line(exc)}); a "
+                         "damaged file? ingest again into a new store") from None
     try:
         if not allow_write:
             reading = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
@@ -116,8 +132,7 @@ def query(store: str | os.PathLike, sql: str, params: Mapping[str, object] | Non
         fetch = getattr(relation, "to_arrow_table", None) or relation.arrow
         return fetch()
     except duckdb.Error as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise StoreError(f"query failed: {first}") from None
+        raise StoreError(f"query failed: {_first_line(exc)}") from None
     finally:
         con.close()
 
