@@ -47,8 +47,7 @@ class TrendFormat(StrEnum):
 
 
 def _emit(text: str, output: Path | None) -> None:
-    """Print, or write a file all at once (never half-written; the one safe writer); ``-o -``
-    is stdout."""
+    """Print (also for ``-o -``), or write a file all at once through the one safe writer."""
     if output is None or str(output) == "-":
         typer.echo(text, nl=False)
         return
