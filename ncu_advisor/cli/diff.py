@@ -43,7 +43,6 @@ def _inconclusive(reasons: list[str], format: DiffFormat, output: Path | None,
                   warnings: list[str]) -> None:
     """Say that the runs do not compare, and why; no speedup is stated. Exit 3."""
     from ..render.formats import safe_text
-    from .common import warn, write_atomic
 
     if format is DiffFormat.json:
         from .. import json_text
@@ -62,14 +61,21 @@ def _inconclusive(reasons: list[str], format: DiffFormat, output: Path | None,
             text = ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>ncu-advise "
                     "diff: inconclusive</title></head><body><pre>" + html.escape(text)
                     + "</pre></body></html>\n")
+    _emit(text, output, warnings)
+    typer.echo("ncu-advise: inconclusive: " + "; ".join(reasons), err=True)
+    raise typer.Exit(EXIT_INCONCLUSIVE)
+
+
+def _emit(text: str, output: Path | None, warnings: list[str]) -> None:
+    """Warn, then print the result or write it all at once."""
+    from .common import warn, write_atomic
+
     warn(warnings)
     if output is None:
         typer.echo(text, nl=False)
     else:
         write_atomic(output, text)
         typer.echo(f"wrote {output}", err=True)
-    typer.echo("ncu-advise: inconclusive: " + "; ".join(reasons), err=True)
-    raise typer.Exit(EXIT_INCONCLUSIVE)
 
 
 def _analyze(path: Path, rules: list[Path] | None):
@@ -132,7 +138,7 @@ def diff_command(
     """Compare two runs: launches paired, time and findings changed, CI gates."""
     from ..diff.compare import diff_runs, evaluate_gates
     from ..errors import NcuAdviseError
-    from .common import to_stdout, warn, write_atomic
+    from .common import to_stdout
     from .output import check_output_file, rule_files_kept
 
     output = to_stdout(output)
@@ -189,12 +195,7 @@ def diff_command(
         from ..render.diff_text import render_diff_text
 
         text = render_diff_text(data, gates, top=top)
-    warn(warnings)
-    if output is None:
-        typer.echo(text, nl=False)
-    else:
-        write_atomic(output, text)
-        typer.echo(f"wrote {output}", err=True)
+    _emit(text, output, warnings)
     failed = [g for g in gates if not g["passed"]]
     if failed:
         typer.echo("ncu-advise: gate failed: " + " | ".join(
