@@ -379,3 +379,13 @@ def test_diff_takes_its_baseline_from_the_store(tmp_path, capsys):
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["speedup"] > 5  # TF32 on: 6.84 ms -> 1.07 ms
     assert cli_main(["diff", "--baseline-store", str(store), "a", "b"]) == 2
+
+
+def test_the_trend_chart_says_what_its_x_axis_is(labelled):
+    from ncu_advisor.render.trend import X_LABEL_BY_TIME, X_LABEL_BY_VALUE, trend_svg
+
+    by_build = trend_svg(store.trend(labelled, label="build"), "builds")
+    assert X_LABEL_BY_VALUE.replace("'", "&#x27;") in by_build or X_LABEL_BY_VALUE in by_build
+    by_time = trend_svg(store.trend(labelled), "all")
+    assert "by when it was captured" in by_time
+    assert X_LABEL_BY_TIME.split(",")[0] in by_time

@@ -43,6 +43,11 @@ def _when(value: Any, seconds: bool = False) -> str:
     return pd.Timestamp(value).strftime("%Y-%m-%d %H:%M" + (":%S" if seconds else ""))
 
 
+# The x axis says what orders the reports (the tick labels alone were read as unlabelled).
+X_LABEL_BY_VALUE = "report, by the --order-by label's value"
+X_LABEL_BY_TIME = "report, by when it was captured (else ingested)"
+
+
 def _x_labels(frame: pd.DataFrame) -> list[str]:
     """What names each report on the x axis: the label value, else its time.
 
@@ -121,7 +126,9 @@ def trend_svg(frame: pd.DataFrame, title: str) -> str:
         for tick in bottom.get_xticklabels():
             tick.set_rotation(30)
             tick.set_horizontalalignment("right")
-        fig.subplots_adjust(left=0.1, right=0.98, top=0.93, bottom=0.2, hspace=0.16)
+        bottom.set_xlabel(X_LABEL_BY_VALUE if frame["label_value"].notna().any()
+                          else X_LABEL_BY_TIME, fontsize=8)
+        fig.subplots_adjust(left=0.1, right=0.98, top=0.93, bottom=0.24, hspace=0.16)
         buf = io.StringIO()
         fig.savefig(buf, format="svg", metadata={"Date": None, "Creator": None})
     svg = buf.getvalue()
