@@ -97,8 +97,8 @@ def test_clean_good_variants_get_nothing_above_low():
 def test_ranking_across_a_multi_kernel_report():
     result = analysis_cached(ROOT / "sample_reports" / "demos")
     ranked = result.ranked()
-    # Largest confidence-weighted saving first; a finding without an estimate sits right
-    # after its kernel's best estimated one (never at the bottom: issue 14).
+    # Largest confidence-weighted saving first; a finding without an estimate sits beside its
+    # kernel's best estimated one (never at the bottom: issue 14), before it when more severe.
     weight = {"high": 1.0, "medium": 0.7, "low": 0.4}
     estimated = [g for g in ranked if g["estimated_saving_ns"] is not None]
     savings = [g["estimated_saving_ns"] * weight[g["confidence"]] for g in estimated]
@@ -106,13 +106,34 @@ def test_ranking_across_a_multi_kernel_report():
     for i, g in enumerate(ranked):
         if g["estimated_saving_ns"] is None and any(
                 e["kernel"] == g["kernel"] for e in estimated):
-            before = ranked[i - 1]
-            assert before["kernel"] == g["kernel"] or before["estimated_saving_ns"] is None, g
+            near = [ranked[j] for j in (i - 1, i + 1) if 0 <= j < len(ranked)]
+            assert any(n["kernel"] == g["kernel"] or n["estimated_saving_ns"] is None
+                       for n in near), g
     atomics = next(i for i, g in enumerate(ranked) if g["rule"] == "privatization.global-atomics")
-    assert atomics < 3  # high severity, no estimate: beside its kernel's latency finding
+    latency = next(i for i, g in enumerate(ranked) if g["kernel"] == ranked[atomics]["kernel"]
+                   and g["rule"] == "roofline.latency-bound")
+    assert atomics < latency and atomics == 0  # the cause before the limiter note it explains
     top = ranked[0]
     # The global-atomic histogram is 45% of the demos' GPU time: it must lead the list.
     assert top["kernel"] == "privatization_global_atomic_hist"
     assert top["app_saving_pct"] > 10
     rules_in_top5 = {g["rule"] for g in ranked[:5]}
     assert "coalescing.global-loads" in rules_in_top5 or "tiling.no-on-chip-reuse" in rules_in_top5
+
+
+def test_a_severe_finding_without_an_estimate_goes_before_its_kernels_milder_one():
+    """Issue 26: a medium "latency-bound" ranked above the high atomics finding explaining it."""
+    from ncu_advisor.analysis.ranking import rank_groups
+
+    def group(rule, kernel, severity, saving):
+        return {"rule": rule, "kernel": kernel, "severity": severity, "confidence": "high",
+                "estimated_saving_ns": saving}
+
+    ranked = rank_groups([group("roofline.latency-bound", "hist", "medium", 4.0e6),
+                          group("privatization.global-atomics", "hist", "high", None),
+                          group("occupancy.low", "hist", "low", None),
+                          group("coalescing.global-loads", "copy", "high", 5.0e6),
+                          group("tiling.no-reuse", "mm", "high", 1.0e6)])
+    assert [g["rule"] for g in ranked] == [
+        "coalescing.global-loads", "privatization.global-atomics", "roofline.latency-bound",
+        "occupancy.low", "tiling.no-reuse"]

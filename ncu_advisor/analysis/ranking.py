@@ -30,23 +30,27 @@ def rank_key(severity: str, confidence: str, saving_ns: float | None) -> tuple:
 def rank_groups(groups: list[dict]) -> list[dict]:
     """Order application-wide finding groups: the largest confidence-weighted saving first.
 
-    A group without an estimate (the rule cannot size the problem) ranks right after the best
-    estimated group of the same kernel, by severity: it is about a kernel that costs that
-    much. A kernel with no estimate at all goes after everything estimated, by severity.
+    A group without an estimate (the rule cannot size the problem) ranks beside the best
+    estimated group of the same kernel: it is about a kernel that costs that much. It goes
+    before that group when it is more severe (a high atomics finding explains the medium
+    latency note whose estimate it would otherwise trail), after it otherwise. A kernel with
+    no estimate at all goes after everything estimated, by severity.
     """
-    best: dict[str, float] = {}
+    best: dict[str, tuple[float, int]] = {}
     for g in groups:
         w = weighted_saving(g["estimated_saving_ns"], g["confidence"])
-        if w is not None:
-            best[g["kernel"]] = max(best.get(g["kernel"], 0.0), w)
+        if w is not None and w >= best.get(g["kernel"], (-1.0, 0))[0]:
+            best[g["kernel"]] = (w, SEVERITY_RANK[g["severity"]])
 
     def key(g: dict) -> tuple:
         w = weighted_saving(g["estimated_saving_ns"], g["confidence"])
+        severity = SEVERITY_RANK[g["severity"]]
         if w is not None:
-            return (0, -w, 0, SEVERITY_RANK[g["severity"]])
+            return (0, -w, 0, severity)
         if g["kernel"] in best:
-            return (0, -best[g["kernel"]], 1, SEVERITY_RANK[g["severity"]])
-        return (1, 0.0, 1, SEVERITY_RANK[g["severity"]])
+            saving, beside = best[g["kernel"]]
+            return (0, -saving, -1 if severity < beside else 1, severity)
+        return (1, 0.0, 1, severity)
 
     return sorted(groups, key=key)
 
