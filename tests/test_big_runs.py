@@ -101,3 +101,33 @@ def test_the_text_table_of_a_big_run_sums_launches_by_shape(big):
     assert len(rows) == min(len(shapes), 20) and max(rows) > 1
     wide = render_text(result, width=100, wide=True)
     assert "launches as" not in wide  # --wide lists every launch
+
+
+def test_long_work_shows_what_it_is_doing_on_a_terminal(tmp_path):
+    """Issue 26 item 5: one big file showed `reading 0/?`, and nothing during the analysis."""
+    import os
+    import pty
+    import subprocess
+
+    raw = tmp_path / "generated_600.raw.csv"
+    replicate_raw(SOURCE, raw, launches=600)
+    master, slave = pty.openpty()
+    proc = subprocess.run([sys.executable, "-m", "ncu_advisor.cli", "analyze", str(raw), "-f",
+                           "json", "-o", str(tmp_path / "out.json")], stdin=subprocess.DEVNULL,
+                          stdout=subprocess.DEVNULL, stderr=slave, timeout=300, check=False,
+                          env={**os.environ, "COLUMNS": "100"})
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    seen = b"".join(chunks).decode(errors="replace")
+    assert proc.returncode == 0, seen[-2000:]
+    assert "reading generated_600.raw.csv (" in seen and "0/?" not in seen
+    assert "analyzing 600 launch(es)" in seen

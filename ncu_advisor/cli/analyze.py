@@ -20,6 +20,7 @@ from .common import (
     file_progress,
     rename_sources,
     render,
+    stage,
     stdin_inputs,
     to_stdout,
     use_color,
@@ -115,9 +116,10 @@ def _analyze(paths, names, format, output, kernel, nvtx, top, wide, color, rules
     with file_progress() as progress:
         report = read_report(paths, progress=progress, **(lean_reading() if lean else {}))
     rename_sources(report, names)
-    result = run_analysis(report, rules=loaded,
-                          measured_bandwidth=peak_bandwidth * 1e9 if peak_bandwidth else None,
-                          origins=str(origins) if origins else None)
+    with stage(f"analyzing {len(report.launches):,} launch(es)"):
+        result = run_analysis(report, rules=loaded,
+                              measured_bandwidth=peak_bandwidth * 1e9 if peak_bandwidth else None,
+                              origins=str(origins) if origins else None)
     include = include_metrics
     if include is None:
         # Raw metrics are ~2,000 per kernel of a full-set capture (about 1 MB of HTML each).

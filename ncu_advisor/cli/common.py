@@ -145,21 +145,49 @@ def warn(lines: list[str]) -> None:
 
 @contextlib.contextmanager
 def file_progress():
-    """A progress bar on stderr while many files are read (only on a terminal)."""
+    """What is being read, on stderr (only on a terminal): a bar over many files, else the name.
+
+    One big file showed a bar at ``reading 0/?`` for its whole read; it shows its name and
+    size with a spinner now.
+    """
     if not sys.stderr.isatty():
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
-    with Progress(TextColumn("reading {task.description}"), BarColumn(), MofNCompleteColumn(),
-                  transient=True, console=rich_console(stderr=True)) as bar:
-        task = bar.add_task("", total=None)
+    with Progress(SpinnerColumn(), TextColumn("reading {task.description}"),
+                  BarColumn(bar_width=None), MofNCompleteColumn(), transient=True,
+                  console=rich_console(stderr=True)) as bar:
+        task = bar.add_task("", total=None, visible=False)
 
         def update(done: int, total: int, path: Path) -> None:
             if total > 3:  # a bar for one or two files is noise
-                bar.update(task, completed=done, total=total, description=path.name[-40:])
+                bar.update(task, completed=done, total=total, description=path.name[-40:],
+                           visible=True)
+            else:
+                bar.columns = (SpinnerColumn(), TextColumn("reading {task.description}"))
+                bar.update(task, description=f"{path.name[-50:]} ({_size(path)})",
+                           visible=True)
 
         yield update
+
+
+def _size(path: Path) -> str:
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return "?"
+    return f"{size / 1e6:.0f} MB" if size >= 1e6 else f"{size / 1e3:.0f} kB"
+
+
+@contextlib.contextmanager
+def stage(what: str):
+    """A spinner with what is being done, on stderr while it runs (only on a terminal)."""
+    if not sys.stderr.isatty():
+        yield
+        return
+    with rich_console(stderr=True).status(what, spinner="dots"):
+        yield
 
 
 def rich_console(stderr: bool):
