@@ -387,3 +387,31 @@ def test_links_reach_the_right_kernel_across_input_files():
     named = [(a, t.strip()) for a, t in links if t.strip() in sections.values()]
     assert len(named) > 30
     assert [(a, t) for a, t in named if sections[a] != t] == []
+
+
+def test_roofline_labels_never_overlap_or_leave_the_plot():
+    """Issue 26 item 6: crowded kernels' labels were drawn over each other and cut at the edge."""
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+    from matplotlib.figure import Figure
+
+    from ncu_advisor.render.charts import RooflinePoint, _label_points
+
+    fig = Figure(figsize=(6.0, 4.0))
+    FigureCanvasSVG(fig)
+    ax = fig.subplots()
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(1e-2, 1e3)
+    ax.set_ylim(1e9, 1e15)
+    crowd = [RooflinePoint(i, f"vectorized_elementwise_kernel_{i}", "n", 1.0 * (1 + 0.02 * i),
+                           1e12, 0.05, "memory") for i in range(12)]
+    edge = [RooflinePoint(20 + i, f"a_kernel_at_the_edge_{i}", "n", 9.5e2, 1e14 * (1 + i), 0.05,
+                          "compute") for i in range(3)]
+    points = crowd + edge
+    boxes = _label_points(ax, points, points, [])
+    frame = ax.bbox
+    assert boxes  # some labels are placed
+    for i, a in enumerate(boxes):
+        assert a[0] >= frame.x0 and a[2] <= frame.x1 and a[1] >= frame.y0 and a[3] <= frame.y1
+        for b in boxes[i + 1:]:
+            assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3])

@@ -351,14 +351,28 @@ def _rotated_text_boxes(ax: Any, xy: tuple[float, float], text: str,
 
 
 def _label_points(ax: Any, points: list[RooflinePoint], labelled: list[RooflinePoint],
-                  obstacles: list[tuple[float, float, float, float]]) -> None:
+                  obstacles: list[tuple[float, float, float, float]],
+                  ) -> list[tuple[float, float, float, float]]:
     """Label points with their short names, avoiding points, roof labels and other labels.
 
     A greedy placement in display space: each label tries six spots around its point and
-    takes the first that covers nothing already placed (when all four do, the first); a name
-    already shown nearby (repeated launches of one kernel) is not repeated.
+    takes the first that covers nothing already placed and stays inside the axes; when none
+    does, the point keeps no label (its tooltip names it) rather than one drawn over another
+    or cut at the edge. A name already shown nearby (repeated launches of one kernel) is not
+    repeated.
+
+    Returns:
+        The label boxes placed, in display coordinates.
+
     """
     dpi_scale = ax.figure.dpi / 72.0
+    frame = ax.bbox
+
+    def inside(box: tuple[float, float, float, float]) -> bool:
+        return (box[0] >= frame.x0 and box[2] <= frame.x1 and box[1] >= frame.y0
+                and box[3] <= frame.y1)
+
+    labels: list[tuple[float, float, float, float]] = []
     placed: list[tuple[float, float, float, float]] = list(obstacles)
     for point in points:
         x, y = ax.transData.transform((point.intensity, point.flops))
@@ -379,16 +393,21 @@ def _label_points(ax: Any, points: list[RooflinePoint], labelled: list[RooflineP
             x0 = x + dx * dpi_scale - {"left": 0, "center": width / 2, "right": width}[ha]
             y0 = y + dy * dpi_scale - (height if va == "top" else 0)
             candidates.append(((x0, y0, x0 + width, y0 + height), dx, dy, ha, va))
-        box, dx, dy, ha, va = next(
+        free = next(
             (c for c in candidates
-             if not any(c[0][0] < b[2] and b[0] < c[0][2] and c[0][1] < b[3] and b[1] < c[0][3]
-                        for b in placed)),
-            candidates[0])
+             if inside(c[0]) and not any(c[0][0] < b[2] and b[0] < c[0][2]
+                                         and c[0][1] < b[3] and b[1] < c[0][3] for b in placed)),
+            None)
+        if free is None:
+            continue
+        box, dx, dy, ha, va = free
         placed.append(box)
+        labels.append(box)
         shown.append((text, x, y))
         ax.annotate(text, (point.intensity, point.flops), xytext=(dx, dy),
                     textcoords="offset points", ha=ha, va=va, fontsize=7.5, color="#202124",
                     parse_math=False)
+    return labels
 
 
 def _diagonal_angle(ax: Any) -> float:
