@@ -137,3 +137,25 @@ def test_a_severe_finding_without_an_estimate_goes_before_its_kernels_milder_one
     assert [g["rule"] for g in ranked] == [
         "coalescing.global-loads", "privatization.global-atomics", "roofline.latency-bound",
         "occupancy.low", "tiling.no-reuse"]
+
+
+def test_savings_on_one_kernel_are_marked_as_not_additive():
+    """Issue 26 item 4: two findings on one 4.85 ms kernel each claimed ~4.25 ms, unmarked."""
+    from ncu_advisor.render.text import render_text
+
+    result = analysis_cached(ROOT / "sample_reports" / "demos")
+    ranked = result.ranked()
+    first = {}
+    for rank, g in enumerate(ranked, start=1):
+        if g["kernel"] == "application" or not g["estimated_saving_ns"]:
+            assert g["same_kernel_as"] is None
+            continue
+        assert g["same_kernel_as"] == (first.get(g["kernel"]))
+        first.setdefault(g["kernel"], rank)
+    stores = next(g for g in ranked if g["rule"] == "coalescing.global-stores"
+                  and g["kernel"] == "coalescing_strided_copy")
+    loads = next(i for i, g in enumerate(ranked, 1) if g["rule"] == "coalescing.global-loads"
+                 and g["kernel"] == "coalescing_strided_copy")
+    assert stores["same_kernel_as"] == loads
+    text = render_text(result.to_dict(), width=100)
+    assert f"same kernel as #{loads}, not additive" in text

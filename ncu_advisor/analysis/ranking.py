@@ -110,4 +110,14 @@ def ranked(analysis: Analysis) -> list[dict]:
         saving = g["estimated_saving_ns"]
         g["app_saving_pct"] = json_number(100.0 * saving / total) if saving is not None else None
         out.append(g)
-    return rank_groups(out)
+    ranked_groups = rank_groups(out)
+    # Two findings on one kernel are alternative readings of one time: their savings do not
+    # add (the actions count each launch's time once). Say so on the later one.
+    first: dict[str, int] = {}
+    for rank, g in enumerate(ranked_groups, start=1):
+        g["same_kernel_as"] = None
+        if g["kernel"] == "application" or not g["estimated_saving_ns"]:
+            continue
+        g["same_kernel_as"] = first.get(g["kernel"])
+        first.setdefault(g["kernel"], rank)
+    return ranked_groups

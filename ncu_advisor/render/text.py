@@ -137,6 +137,8 @@ def _finding_lines(i: int, f: dict, width: int) -> list[str]:
     """One finding: rule, launches, kernel, saving, title, note, fix, source lines."""
     saving = f.get("estimated_saving_ns")
     gain = (f"saves ~{fmt_time(saving)} ({f['app_saving_pct']:.1f}% of run)" if saving else "")
+    if gain and f.get("same_kernel_as"):
+        gain += f"; same kernel as #{f['same_kernel_as']}, not additive"
     head = f"{i:>2}. [{SEVERITY_TAGS[f['severity']]}] {f['rule']}: {_ids(f)}"
     kernel = safe_text(f["kernel"], False)
     line = head + kernel
