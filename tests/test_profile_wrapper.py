@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import ncu_profile_call, use_fake_ncu
+from conftest import ncu_calls, ncu_profile_call, use_fake_ncu
 
 from ncu_advisor.cli.app import main, route
 from ncu_advisor.derive.quantities import BY_NAME, QUANTITIES, inputs_of, known, metrics_of
@@ -257,10 +257,14 @@ def test_arguments_after_a_second_dash_dash_go_to_ncu(tmp_path, monkeypatch, cap
     monkeypatch.chdir(tmp_path)
     code = main(["--set", "full", "--", PY, "-c", "pass", "--", "--cache-control", "none"])
     assert code == 0, capsys.readouterr().err
-    call = ncu_profile_call(tmp_path)
+    census, *depth = [c for c in ncu_calls(tmp_path) if "--version" not in c
+                      and "--import" not in c]
+    call = depth[0]  # the census collects the duration alone; the depth run takes the set
     assert call[call.index("--set") + 1] == "full" and "NcuAdvise" not in call
-    assert call[call.index("--cache-control") + 1] == "none"
-    assert call[-2:] == ["-c", "pass"]
+    assert "--set" not in census and "--metrics" in census
+    for run in (census, call):
+        assert run[run.index("--cache-control") + 1] == "none"
+        assert run[-2:] == ["-c", "pass"]
 
 
 # --------------------------------------------------------------------------- running
