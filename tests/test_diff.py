@@ -385,3 +385,21 @@ def test_cli_bad_input_exits_2_with_one_line(args, message, capsys, tmp_path):
 def test_cli_unknown_severity_is_a_usage_error(capsys):
     code, out, err = _cli([OFF_RAW, ON_RAW, "--fail-on-new", "catastrophic"], capsys)
     assert code == 2 and out == "" and "Traceback" not in err and "catastrophic" in err
+
+
+def test_the_diff_roofline_names_its_kernels():
+    """Issue 26 item 6: the diff's roofline had points and arrows but no kernel named."""
+    import re
+
+    from ncu_advisor import analyze, read_report
+    from ncu_advisor.diff.compare import diff_runs
+    from ncu_advisor.render.diff_html import roofline_diff_svg
+
+    data = diff_runs(analyze(read_report(OFF_RAW)), analyze(read_report(ON_RAW))).to_dict()
+    svg = roofline_diff_svg(data)
+    placed = [p for p in data["pairs"] if (p.get("roofline") or {}).get("after")]
+    assert svg and placed
+    # Text outside the tooltips (<title>) is the labels: some pair's short name is drawn.
+    drawn = re.sub(r"<title>.*?</title>", "", svg, flags=re.S)
+    names = {(p.get("after") or p.get("before") or {}).get("short_name") for p in placed}
+    assert any(n and n[:12] in drawn for n in names)

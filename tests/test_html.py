@@ -394,7 +394,7 @@ def test_roofline_labels_never_overlap_or_leave_the_plot():
     from matplotlib.backends.backend_svg import FigureCanvasSVG
     from matplotlib.figure import Figure
 
-    from ncu_advisor.render.charts import RooflinePoint, _label_points
+    from ncu_advisor.render.charts import RooflinePoint, label_points
 
     fig = Figure(figsize=(6.0, 4.0))
     FigureCanvasSVG(fig)
@@ -408,7 +408,7 @@ def test_roofline_labels_never_overlap_or_leave_the_plot():
     edge = [RooflinePoint(20 + i, f"a_kernel_at_the_edge_{i}", "n", 9.5e2, 1e14 * (1 + i), 0.05,
                           "compute") for i in range(3)]
     points = crowd + edge
-    boxes = _label_points(ax, points, points, [])
+    boxes = label_points(ax, points, points, [])
     frame = ax.bbox
     assert boxes  # some labels are placed
     for i, a in enumerate(boxes):

@@ -318,7 +318,7 @@ def roofline_svg(result: Mapping[str, Any], only: set[int] | None = None) -> str
             ax.plot([point.intensity], [point.flops], "o", markersize=_marker_size(point),
                     color=BOUND_COLORS[point.bound], alpha=0.85, markeredgecolor="white",
                     markeredgewidth=0.8, gid=f"rl-pt-{point.index}")
-        _label_points(ax, ordered, ordered[:MAX_LABELS], obstacles)
+        label_points(ax, ordered, ordered[:MAX_LABELS], obstacles)
         for bound, color in BOUND_COLORS.items():
             if any(p.bound == bound for p in points):
                 ax.plot([], [], "o", color=color, markersize=6, label=f"{bound} bound")
@@ -350,7 +350,7 @@ def _rotated_text_boxes(ax: Any, xy: tuple[float, float], text: str,
     return boxes
 
 
-def _label_points(ax: Any, points: list[RooflinePoint], labelled: list[RooflinePoint],
+def label_points(ax: Any, points: list[RooflinePoint], labelled: list[RooflinePoint],
                   obstacles: list[tuple[float, float, float, float]],
                   ) -> list[tuple[float, float, float, float]]:
     """Label points with their short names, avoiding points, roof labels and other labels.

@@ -17,10 +17,13 @@ from markupsafe import Markup
 from .._version import __version__
 from .charts import (
     LEVELS,
+    MAX_LABELS,
     RC_PARAMS,
     ROOF_STYLE,
+    RooflinePoint,
     draw_compute_roofs,
     inline_svg,
+    label_points,
     positive_only,
     roofline_axes,
     si_format,
@@ -189,7 +192,8 @@ def roofline_diff_svg(data: Mapping[str, Any]) -> str | None:
             x = positive_only(pt.get("arithmetic_intensity"))
             y = positive_only(pt.get("achieved_flops"))
             if x is not None and y is not None:
-                points.append((side, x, y, str(ref.get("name") or ""), index))
+                points.append((side, x, y, str(ref.get("name") or ""), index,
+                               str(ref.get("short_name") or ref.get("name") or "")))
     if not points:
         return None
     roofs = data.get("roofs") or {}
@@ -208,23 +212,32 @@ def roofline_diff_svg(data: Mapping[str, Any]) -> str | None:
                     color="#5f6368", linewidth=1.0, label=f"{label} {si_format(bw, 'B/s')}")
         draw_compute_roofs(ax, compute, memory, x_lo, x_hi, linewidth=1.0)
         by_pair: dict[int, dict[str, tuple[float, float]]] = {}
-        for side, x, y, _name, index in points:
+        for side, x, y, _name, index, _short in points:
             by_pair.setdefault(index, {})[side] = (x, y)
         for ends in by_pair.values():
             if "before" in ends and "after" in ends and ends["before"] != ends["after"]:
                 ax.annotate("", xy=ends["after"], xytext=ends["before"],
                             arrowprops={"arrowstyle": "->", "color": "#5f6368", "lw": 0.8,
                                         "shrinkA": 4, "shrinkB": 5})
-        for n, (side, x, y, _name, _index) in enumerate(points):
+        for n, (side, x, y, _name, _index, _short) in enumerate(points):
             before = side == "before"
             ax.plot([x], [y], "o", markersize=7, color="white" if before else AFTER_COLOR,
                     markeredgecolor=BEFORE_COLOR if before else "white",
                     markeredgewidth=1.4 if before else 0.8, gid=f"rd-pt-{n}")
+        # Each pair named once, at its after point (its before one when it is gone), in the
+        # pairs' order, placed like the analysis roofline's labels (never over another).
+        marks = [RooflinePoint(n, short, name, x, y, 0.02, "unknown")
+                 for n, (_side, x, y, name, _index, short) in enumerate(points)]
+        named: dict[int, RooflinePoint] = {}
+        for mark, (side, *_rest, index, _short) in zip(marks, points, strict=True):
+            if side == "after" or index not in named:
+                named[index] = mark
+        label_points(ax, marks, list(named.values())[:MAX_LABELS], [])
         ax.plot([], [], "o", color="white", markeredgecolor=BEFORE_COLOR, label="before")
         ax.plot([], [], "o", color=AFTER_COLOR, markeredgecolor="white", label="after")
         ax.legend(loc="lower right", frameon=False, fontsize=7.5, handletextpad=0.3)
         tips = {f"rd-pt-{n}": ("", f"{side}: {name}\n{si_format(y, 'FLOP/s')} at {x:.3g} FLOP/byte")
-                for n, (side, x, y, name, _index) in enumerate(points)}
+                for n, (side, x, y, name, _index, _short) in enumerate(points)}
         return inline_svg(fig, "rd-title", "Both runs on one roofline: each kernel before "
                           "(hollow) and after (filled)", tips)
 
