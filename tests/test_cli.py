@@ -247,3 +247,18 @@ def test_the_library_face_shows_its_names_and_short_reprs():
         read_report("no-such-report.csv")
     text = repr(analyze(read_report(FORMS / "forms_app.ncu-rep.gz")))
     assert text.startswith("Analysis(9 launch(es)") and len(text) < 300
+
+
+def test_profile_takes_wide_and_color_like_analyze(tmp_path, monkeypatch, capsys):
+    """Issue 26: `profile` lacked --color and --wide."""
+    app = tmp_path / "app"
+    shutil.copy("/bin/true", app)
+    monkeypatch.setenv("NCU", str(FAKE_NCU))
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(["--color", "always", "--wide", "./app"], capsys)
+    assert code == 0, err
+    assert "\x1b[" in out  # severities coloured although stdout is captured
+    assert "launches as" not in out and "more (--wide" not in out  # every launch listed
+    code, out, err = run(["--color", "never", "./app"], capsys)
+    assert code == 0 and "\x1b[" not in out

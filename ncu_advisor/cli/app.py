@@ -61,7 +61,7 @@ def _register_commands() -> None:
 _register_commands()
 # Options of `profile` that take a value, so that `ncu-advise -o DIR -c 20 ./app` finds ./app.
 _PROFILE_VALUE_OPTIONS = {"-o", "--output", "--set", "-k", "--kernel", "--kernel-name", "-c",
-                          "--launch-count", "--rules", "--coverage"}
+                          "--launch-count", "--rules", "--coverage", "--color"}
 # The app's own options (typer's shell completion): never a program to profile.
 _APP_OPTIONS = ("--install-completion", "--show-completion")
 HELP_WIDTH = 100

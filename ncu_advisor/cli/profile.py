@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Annotated
@@ -10,7 +11,10 @@ import typer
 
 from ..errors import NcuAdviseError, OutputError
 from .common import (
+    COLOR_HELP,
     HTML_METRICS_LIMIT,
+    ColorMode,
+    use_color,
     warn,
     write_atomic,
 )
@@ -53,6 +57,10 @@ def profile_cmd(
         "--csv/--no-csv", help="Read the report through its CSV export (the default: faster) "
         "or, with --no-csv, read the .ncu-rep directly through NVIDIA's ncu_report.")] = True,
     rules: Annotated[list[Path] | None, typer.Option("--rules", help="Extra rule folder.")] = None,
+    wide: Annotated[bool, typer.Option(
+        "--wide", help="Text: no wrapping, full kernel names, every launch.")] = False,
+    color: Annotated[ColorMode, typer.Option(
+        "--color", help=COLOR_HELP, case_sensitive=False)] = ColorMode.auto,
     include_metrics: Annotated[bool | None, typer.Option(
         "--include-metrics/--no-metrics", help="Add every collected metric of every kernel "
         "(JSON, HTML appendix). Default: on for up to 20 launches; the .ncu-rep has them all.",
@@ -114,7 +122,9 @@ def profile_cmd(
     data["session"]["timings_s"] = {k: round(v, 3) for k, v in timings.items()}
     write_atomic(output / "report.json", json_text.dumps_text(data))
     write_atomic(output / "report.html", html)
-    typer.echo(render_text(data))
+    colour = use_color(color, sys.stdout.isatty())
+    # color=: click's echo would strip the escapes when stdout is not a terminal.
+    typer.echo(render_text(data, wide=wide, color=colour), color=colour)
     warn(report.warnings)
     own = sum(v for k, v in timings.items() if k != "ncu")
     passes = f", {max(result.passes)} passes each" if result.passes else ""
