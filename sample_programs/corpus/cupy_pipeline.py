@@ -73,9 +73,9 @@ def check():
     noisy = out["noisy"].get()
     win = np.hanning(L)
     spec = np.abs(np.fft.rfft(noisy.astype(np.float64) * win, axis=1)) ** 2
-    close(out["spec"].get()[:32], spec[:32], 1e-9, "power spectrum")
-    close(out["band_db"].get(), (10 * np.log10(spec + 1e-12)).mean(axis=0), 1e-9, "band dB")
-    close(out["frame_power"].get(), spec.mean(axis=1), 1e-9, "frame power")
+    close(out["spec"].get()[:32], spec[:32], 1e-6, "power spectrum")
+    close(out["band_db"].get(), (10 * np.log10(spec + 1e-12)).mean(axis=0), 1e-6, "band dB")
+    close(out["frame_power"].get(), spec.mean(axis=1), 1e-6, "frame power")
     close(out["norms"].get(), np.sqrt((noisy.astype(np.float64) ** 2).sum(axis=1)), 1e-5,
           "l2 norms")
     fp = out["frame_power"].get()
