@@ -383,11 +383,14 @@ def test_to_dict_is_linear_in_launches(tmp_path):
         path = tmp_path / f"generated_{n}.raw.csv"
         replicate_raw(src, path, launches=n)
         result = analyze(read_report(path, **lean_reading()))
-        start = time.perf_counter()
-        data = result.to_dict()
-        times.append(time.perf_counter() - start)
+        best = float("inf")
+        for _ in range(3):  # the fastest of three: a loaded machine slows single runs
+            start = time.perf_counter()
+            data = result.to_dict()
+            best = min(best, time.perf_counter() - start)
+        times.append(best)
         assert len(data["kernels"]) == n
-    assert times[1] < 25 * times[0]
+    assert times[1] < 25 * times[0]  # linear: ~8x measured; quadratic would be ~100x
 
 
 def test_gzip_raw_is_streamed_too(tmp_path):
