@@ -172,3 +172,19 @@ def test_a_15000_launch_report_is_small_and_opens(tmp_path: Path) -> None:
     assert "</html>" in dom and 'id="actions"' in dom and 'id="big-run"' in dom, \
         proc.stderr[-2000:]
     assert not _console_lines(proc.stderr), _console_lines(proc.stderr)
+
+
+def test_the_demos_page_is_not_a_scroll_marathon(tmp_path: Path) -> None:
+    """Issue 26 item 2: 33 launches made a 95,571 px page; each kernel's evidence is folded."""
+    demos = ROOT / "sample_reports" / "demos"
+    page = render_html(analyze(read_report(demos)).to_dict())
+    probe = ('<script>window.addEventListener("load", function () { var p = '
+             'document.createElement("pre"); p.id = "height"; p.textContent = '
+             'String(document.documentElement.scrollHeight); document.body.appendChild(p); });'
+             '</script>')
+    path = tmp_path / "demos.html"
+    path.write_text(page.replace("</body>", probe + "</body>"), encoding="utf-8")
+    proc = _chromium(tmp_path, "--window-size=1280,900", "--dump-dom", path.as_uri())
+    match = re.search(r'<pre id="height">(\d+)</pre>', proc.stdout)
+    assert match, proc.stderr[-2000:]
+    assert int(match.group(1)) < 40_000
