@@ -305,3 +305,26 @@ def test_a_half_committed_report_is_not_seen_by_queries(tmp_path):
     assert got == count
     assert store_api.query(store, "SELECT count(DISTINCT report_id) AS n FROM metrics"
                            ).to_pylist()[0]["n"] == 1
+
+
+def test_a_killed_writer_leaves_no_temporary_behind_the_next_write(tmp_path):
+    """Issue 25: SIGKILL during `export` left .launches.parquet.*.tmp that nothing removed."""
+    import os
+    import subprocess
+    import sys
+
+    from ncu_advisor.cli.output import write_text
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    stale = tmp_path / f".report.json.{dead.stdout.strip()}.abc123.tmp"
+    stale.write_text("half")
+    live = tmp_path / f".report.json.{os.getppid()}.def456.tmp"  # a writer still running
+    live.write_text("half")
+    other = tmp_path / f".other.json.{dead.stdout.strip()}.x.tmp"  # another output's
+    other.write_text("half")
+    write_text(tmp_path / "report.json", "{}")
+    assert (tmp_path / "report.json").read_text() == "{}"
+    assert not stale.exists() and live.exists() and other.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".report.json.")
+                and p != live]

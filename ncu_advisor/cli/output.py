@@ -175,9 +175,12 @@ def _stage(path: Path, target: str, writer: Callable) -> str:
     if not os.path.isdir(folder):
         raise OutputError(f"{path}: output folder {os.path.dirname(str(path)) or '.'} does "
                           "not exist")
+    _remove_stale_temps(folder, os.path.basename(target))
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)}.",
-                                   suffix=".tmp")
+        # The writer's PID in the name: a run killed before its rename leaves a temporary the
+        # next write of the same output removes (_remove_stale_temps).
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(target)}."
+                                   f"{os.getpid()}.", suffix=".tmp")
     except OSError as exc:
         raise OutputError(f"{path}: cannot write ({_reason(exc)})") from None
     try:
@@ -196,3 +199,34 @@ def _stage(path: Path, target: str, writer: Callable) -> str:
         Path(tmp).unlink(missing_ok=True)
         raise
     return tmp
+
+
+def _remove_stale_temps(folder: str, name: str) -> None:
+    """Remove temporaries of ``name`` left by writers that no longer run (SIGKILL, OOM)."""
+    prefix = f".{name}."
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return
+    for entry in entries:
+        if not (entry.startswith(prefix) and entry.endswith(".tmp")):
+            continue
+        pid = entry[len(prefix):].split(".", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        try:
+            os.unlink(os.path.join(folder, entry))
+        except OSError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
