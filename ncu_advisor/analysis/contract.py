@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -290,3 +291,47 @@ def select(document: dict, launches: list[int]) -> dict:
     narrowed["regions"] = [r for r in document.get("regions", [])
                            if kept & set(r.get("launch_ids") or [])]
     return narrowed
+
+
+@dataclass
+class ShapeGroup:
+    """The document's launches of one kernel name, grid and block, summed.
+
+    Attributes:
+        first: index (in ``kernels``) of the group's longest launch, which stands for it.
+        members: indexes of all its launches.
+        launches: launches it counts (invocations summed).
+        time_ns: its GPU time (duration x invocations, summed).
+        time_share: its share of the run (None when no member has one).
+
+    """
+
+    first: int
+    members: list[int]
+    launches: int
+    time_ns: float
+    time_share: float | None
+
+
+def shape_groups(kernels: list[dict]) -> list[ShapeGroup]:
+    """Group the ``kernels`` entries by name, grid and block; largest summed time first.
+
+    A loop's repeated launches of one kernel shape read as one row in the text table and the
+    HTML page of a big run.
+    """
+    def time(k: dict) -> float:
+        return (k["duration_ns"] or 0.0) * (k["invocations"] or 1)
+
+    by_key: dict[tuple, list[int]] = {}
+    for i, k in enumerate(kernels):
+        by_key.setdefault((k["name"], str(k.get("grid")), str(k.get("block"))), []).append(i)
+    groups = []
+    for members in by_key.values():
+        shares = [kernels[i]["time_share"] for i in members
+                  if kernels[i]["time_share"] is not None]
+        groups.append(ShapeGroup(
+            first=max(members, key=lambda i: time(kernels[i])), members=members,
+            launches=sum(int(kernels[i]["invocations"] or 1) for i in members),
+            time_ns=sum(time(kernels[i]) for i in members),
+            time_share=sum(shares) if shares else None))
+    return sorted(groups, key=lambda g: -g.time_ns)

@@ -788,29 +788,18 @@ class _Group:
 
 def _kernel_groups(kernels: list[Mapping[str, Any]]) -> list[_Group]:
     """Launches of one kernel name and launch shape, largest summed time first."""
-    by_key: dict[tuple, list[int]] = {}
-    for i, k in enumerate(kernels):
-        key = (k["name"], str(k["grid"]), str(k["block"]))
-        by_key.setdefault(key, []).append(i)
+    from ..analysis.contract import shape_groups
+
     groups = []
-    for members in by_key.values():
-        def time(i: int) -> float:
-            k = kernels[i]
-            return (k["duration_ns"] or 0.0) * (k["invocations"] or 1)
-        rep = max(members, key=time)
-        k = kernels[rep]
-        shares = [kernels[i]["time_share"] for i in members]
-        severities = [f["severity"] for i in members for f in kernels[i]["findings"]]
-        groups.append(_Group(rep, members, KernelGroupRow(
-            anchor=None, index=rep, name=k["name"], short_name=k["short_name"],
-            grid=k["grid"], block=k["block"],
-            launches=sum(int(kernels[i]["invocations"] or 1) for i in members),
-            duration_ns=sum(time(i) for i in members),
-            time_share=sum(x for x in shares if x is not None)
-            if any(x is not None for x in shares) else None,
-            bound=_bound(k), findings=len(severities),
+    for g in shape_groups(kernels):
+        k = kernels[g.first]
+        severities = [f["severity"] for i in g.members for f in kernels[i]["findings"]]
+        groups.append(_Group(g.first, g.members, KernelGroupRow(
+            anchor=None, index=g.first, name=k["name"], short_name=k["short_name"],
+            grid=k["grid"], block=k["block"], launches=g.launches, duration_ns=g.time_ns,
+            time_share=g.time_share, bound=_bound(k), findings=len(severities),
             top_severity=min(severities, key=SEVERITIES.index) if severities else None)))
-    return sorted(groups, key=lambda g: -(g.row.duration_ns or 0.0))
+    return groups
 
 
 def _bounded_findings(findings: list[FindingRow]) -> list[FindingRow]:

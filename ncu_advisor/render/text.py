@@ -172,25 +172,12 @@ def _finding_lines(i: int, f: dict, width: int) -> list[str]:
 GROUP_LAUNCHES_ABOVE = 50
 
 
-def _summed_by_shape(ranked: list[dict]) -> list[dict]:
-    """One row per kernel name, grid and block: the longest launch, with summed time."""
-    rows: dict[tuple, dict] = {}
-    for k in ranked:  # longest first, so the first of a shape is its representative
-        key = (k["name"], str(k.get("grid")), str(k.get("block")))
-        row = rows.get(key)
-        time = (k["duration_ns"] or 0.0) * k["invocations"]
-        if row is None:
-            rows[key] = {**k, "duration_ns": time, "invocations": k["invocations"]}
-            continue
-        row["duration_ns"] += time
-        row["invocations"] += k["invocations"]
-        if k["time_share"] is not None:
-            row["time_share"] = (row["time_share"] or 0.0) + k["time_share"]
-    # duration_ns now holds the shape's total, invocations its launches: rank by the total.
-    out = sorted(rows.values(), key=lambda r: -r["duration_ns"])
-    for r in out:
-        r["invocations"] = int(r["invocations"])
-    return out
+def _summed_by_shape(kernels: list[dict]) -> list[dict]:
+    """One row per kernel name, grid and block: the longest launch, with the shape's sums."""
+    from ..analysis.contract import shape_groups
+
+    return [{**kernels[g.first], "duration_ns": g.time_ns, "invocations": g.launches,
+             "time_share": g.time_share} for g in shape_groups(kernels)]
 
 
 def _kernel_table(kernels: list[dict], top: int, width: int, wide: bool) -> list[str]:
@@ -206,7 +193,7 @@ def _kernel_table(kernels: list[dict], top: int, width: int, wide: bool) -> list
     ranked = sorted(kernels, key=lambda k: -(k["duration_ns"] or 0) * k["invocations"])
     summed = not wide and len(kernels) > GROUP_LAUNCHES_ABOVE
     if summed:  # a loop's launches of one kernel and shape as one row: its time counts once
-        ranked = _summed_by_shape(ranked)
+        ranked = _summed_by_shape(kernels)
         lines[0] = lines[0].replace(" time", "total", 1)
     shown = ranked if wide else ranked[: max(top * 2, 20)]
     for k in shown:
