@@ -33,6 +33,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..units import normalize_unit
+
 # What the census collects: the duration (one pass) and the launch attributes ncu reads
 # without a pass. Grid and block are columns of every raw page.
 CENSUS_METRICS = "gpu__time_duration.sum,launch__shared_mem_per_block_dynamic"
@@ -210,24 +212,23 @@ def read_census(raw_csv: Path) -> Census:
             if row and row[0] == "ID":
                 header = row
                 break
-        if header is None or "gpu__time_duration.sum" not in header or "Kernel Name" not in header:
-            raise ValueError(f"{raw_csv}: not a census raw page (no ID / Kernel Name / "
-                             "gpu__time_duration.sum columns)")
+        needed = ("Kernel Name", "Grid Size", "Block Size", "gpu__time_duration.sum")
+        if header is None or not all(name in header for name in needed):
+            raise ValueError(f"{raw_csv}: not a census raw page (no ID / "
+                             f"{' / '.join(needed)} columns)")
         col = {name: header.index(name) for name in header}
         scale = 1.0
         for row in rows:
             if row and not row[0].strip().isdigit():  # the units row
-                unit = row[col["gpu__time_duration.sum"]].strip() if len(row) == len(header) \
-                    else ""
-                scale = {"us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6,
-                         "s": 1e9, "second": 1e9}.get(unit, 1.0)
+                unit = row[col["gpu__time_duration.sum"]] if len(row) == len(header) else ""
+                scale = normalize_unit(unit)[1]  # base units: ns, factor 1
                 continue
             if len(row) != len(header):
                 continue
             smem = col.get("launch__shared_mem_per_block_dynamic")
             shared = _number(row[smem]) if smem is not None else None
-            keys.append((row[col["Kernel Name"]], row[col.get("Grid Size", 0)].strip(),
-                         row[col.get("Block Size", 0)].strip(), int(shared or 0)))
+            keys.append((row[col["Kernel Name"]], row[col["Grid Size"]].strip(),
+                         row[col["Block Size"]].strip(), int(shared or 0)))
             duration = _number(row[col["gpu__time_duration.sum"]])
             durations.append((duration or 0.0) * scale)
     return Census(keys, _shapes(keys, durations))

@@ -197,12 +197,12 @@ def _stale(rep: Path) -> list[Path]:
 
 def _run_pass(ncu_path: Path, program_arg: str, args: list[str], rep: Path, *,
               section_set: str | None, kernel_name: str | None, launch_count: int | None,
-              nvtx: bool, extra: list[str], progress: bool, app_exit_ok: bool = False) -> _Pass:
-    """Run the program under ncu once; raise the one-line error when no report came of it."""
+              nvtx: bool, extra: list[str], progress: bool) -> _Pass:
+    """Run the program under ncu once; raise the one-line error when no report came of it.
+
+    The caller has removed an earlier run's files (:func:`_stale`).
+    """
     log_path = rep.with_name(report_stem(rep) + ".ncu.log")
-    # ncu writes no report when nothing is profiled: a stale one must not pass for this run's.
-    for stale in _stale(rep):
-        stale.unlink(missing_ok=True)
     cmd = build_ncu_command(
         ncu_path, program_arg, args, rep_path=rep, section_set=section_set,
         kernel_name=kernel_name, launch_count=launch_count, nvtx=nvtx, extra=extra,
@@ -239,8 +239,8 @@ def census_applies(kernel_name: str | None, launch_count: int | None,
 
 
 def _take_census(ncu_path: Path, program_arg: str, args: list[str], out: Path, stem: str,
-                 nvtx: bool, extra: list[str], progress: bool, coverage: float,
-                 warnings: list[str]) -> tuple[census.DepthPlan | None, float, _Pass]:
+                 nvtx: bool, extra: list[str], progress: bool,
+                 coverage: float) -> tuple[census.DepthPlan, float, _Pass]:
     """The census step: every launch's duration alone; returns the plan for the depth step."""
     rep = out / f"{stem}.census.ncu-rep"
     done = _run_pass(ncu_path, program_arg, args, rep, section_set=None, kernel_name=None,
@@ -349,6 +349,8 @@ def run_profile(
         raise ProfilingError(f"cannot create {out}: {exc.strerror or exc}") from None
     stem = name or default_name(str(program), args)
     rep = out / f"{stem}.ncu-rep"
+    # ncu writes no report when nothing is profiled: an earlier run's files (of any step)
+    # must not pass for this run's.
     for stale in (*_stale(rep), *_stale(out / f"{stem}.census.ncu-rep"),
                   *_stale(out / f"{stem}.depth2.ncu-rep")):
         stale.unlink(missing_ok=True)
@@ -360,7 +362,7 @@ def run_profile(
     depth_runs: list[list[str]] = [[]]
     if not all_launches and census_applies(kernel_name, launch_count, extra):
         plan, export_s, taken = _take_census(ncu_path, program_arg, args, out, stem, nvtx,
-                                             extra, progress, coverage, warnings)
+                                             extra, progress, coverage)
         timings["census"] = taken.seconds
         timings["census_export"] = export_s
         if taken.interrupted:
