@@ -803,7 +803,7 @@ def _kernel_groups(kernels: list[Mapping[str, Any]]) -> list[_Group]:
 
 
 def _bounded_findings(findings: list[FindingRow]) -> list[FindingRow]:
-    """The ranked findings a big run's page lists: the first of each kind, then the rest."""
+    """The best-ranked findings that ask for a change, then info notes, in rank order."""
     asks = [f for f in findings if f.severity != "info"][:FINDING_ROWS_LIMIT]
     notes = [f for f in findings if f.severity == "info"][:INFO_ROWS_LIMIT]
     return sorted(asks + notes, key=lambda f: f.rank)
