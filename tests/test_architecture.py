@@ -17,7 +17,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parent.parent / "ncu_advisor"
 # Lowest first. A module may import from its own layer's packages and from any layer below.
 LAYERS: list[set[str]] = [
-    {"_version", "errors", "checklist", "units", "report", "json_text"},
+    {"_version", "errors", "checklist", "units", "report", "json_text", "processes"},
     {"readers", "demos"},
     {"derive"},
     {"rules_engine"},

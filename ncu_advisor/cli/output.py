@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..errors import OutputError
+from ..processes import alive
 
 REPORT_SUFFIXES = (".csv", ".ncu-rep", ".ncu-repz", ".gz", ".txt")
 
@@ -212,21 +213,10 @@ def _remove_stale_temps(folder: str, name: str) -> None:
         if not (entry.startswith(prefix) and entry.endswith(".tmp")):
             continue
         pid = entry[len(prefix):].split(".", 1)[0]
-        if not pid.isdigit() or _alive(int(pid)):
+        if not pid.isdigit() or alive(int(pid)):
             continue
         try:
             os.unlink(os.path.join(folder, entry))
         except OSError:
             pass
 
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # exists, owned by someone else
-        return True
-    return True

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from .._version import __version__
 from ..errors import StoreError
+from ..processes import alive
 
 if TYPE_CHECKING:
     pass
@@ -244,16 +245,6 @@ def commit_staged(root: Path, stage: Path, staged: Mapping[str, list[str]]) -> l
     return added
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True  # someone else's process: leave its folder alone
-    return True
-
-
 def remove_stale_staging(root: Path) -> list[str]:
     """Remove ``.staging/ingest-PID-*`` folders whose ingest process no longer runs.
 
@@ -263,7 +254,7 @@ def remove_stale_staging(root: Path) -> list[str]:
     removed = []
     for folder in sorted((root / ".staging").glob("ingest-*")):
         pid = folder.name.split("-")[1] if folder.name.count("-") >= 2 else ""
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdigit() and not alive(int(pid)):
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder.name)
     return removed
