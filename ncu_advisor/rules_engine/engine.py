@@ -24,6 +24,7 @@ from .findings import (
     confidence_of,
     evidence_of,
     fill_template,
+    launch_times,
     lower_confidence,
     make_finding,
     not_evaluated,
@@ -130,10 +131,7 @@ def evaluate(rules: list[Rule], quantities: pd.DataFrame, launches: pd.DataFrame
     """
     findings: list[Finding] = []
     skipped: list[NotEvaluated] = []
-    # A saving is a share of the launch's time over all the invocations a row stands for
-    # (a per-kernel summary row, a census-weighted launch).
-    calls = launches["invocations"].fillna(1) if "invocations" in launches else 1
-    durations = dict(zip(launches["launch"], launches["duration_ns"] * calls, strict=True))
+    durations = launch_times(launches)  # a saving is a share of this
     index = quantities.index.to_numpy()
     unknown: dict[str, np.ndarray] = {}  # quantity -> where it is missing, shared by all rules
     columns = quantities.columns.tolist()

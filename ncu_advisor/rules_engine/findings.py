@@ -41,6 +41,18 @@ def cap_severity(severity: str, cap: str) -> str:
     return severity if SEVERITY_RANK[severity] >= SEVERITY_RANK[cap] else cap
 
 
+def launch_times(launches) -> dict[int, float]:
+    """Each launch row's GPU time over all the invocations it stands for.
+
+    A per-kernel summary row or a census-weighted launch stands for several launches; a
+    finding's saving is a share of this time (the ranking and the actions do not multiply
+    it again).
+    """
+    calls = launches["invocations"].fillna(1) if "invocations" in launches else 1
+    return dict(zip(launches["launch"].astype(int).tolist(),
+                    (launches["duration_ns"] * calls).tolist(), strict=True))
+
+
 def weighted_saving(saving_ns: float | None, confidence: str) -> float | None:
     """An estimated saving weighted by how sure we are of it (None without an estimate)."""
     if saving_ns is None or (isinstance(saving_ns, float) and math.isnan(saving_ns)):

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from ..derive.limiter import SHORT_LAUNCH_NS
-from .findings import Finding, NotEvaluated, make_finding, not_evaluated
+from .findings import Finding, NotEvaluated, launch_times, make_finding, not_evaluated
 from .schema import Rule
 
 RuleResult = tuple[list[Finding], list[NotEvaluated]]
@@ -168,8 +168,7 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
 
     findings = []
     # Per launch lookups as dicts: a .loc per chain was most of this rule's time.
-    durations = dict(zip(launches["launch"].tolist(), launches["duration_ns"].tolist(),
-                         strict=True))
+    durations = launch_times(launches)
     names_of = dict(zip(launches["launch"].tolist(), launches["short_name"].tolist(),
                         strict=True))
     ids_of = dict(zip(launches["launch"].tolist(), launches["id"].tolist(), strict=True))
@@ -233,6 +232,7 @@ def multi_pass(rule: Rule, quantities: pd.DataFrame,
 
     findings = []
     by_launch = launches.set_index("launch")
+    times = launch_times(launches)
     for group in groups:
         sub = q.loc[group]
         reducing = int((sub["dram_write_bytes"] < 0.1 * sub["dram_read_bytes"]).sum())
@@ -242,7 +242,7 @@ def multi_pass(rule: Rule, quantities: pd.DataFrame,
         writes = float(sub["dram_write_bytes"].sum())
         ideal = float(sub["dram_read_bytes"].max()) + writes
         pct = max(0.0, 1.0 - ideal / (reads + writes)) * 100.0
-        duration = float(by_launch.loc[group, "duration_ns"].sum())
+        duration = float(np.nansum([times[g] for g in group]))
         values = {"passes": float(len(group)), "saving_pct": pct,
                   "read_multiple": reads / float(sub["dram_read_bytes"].max())}
         names = by_launch.loc[group, "short_name"].tolist()
@@ -314,10 +314,9 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
         and comparable(run[-1], launch),
     )
     findings = []
+    times = launch_times(launches)
     for chain in chains:
-        # A census-weighted or summary row stands for all its invocations.
-        durations = np.array([rows[c].duration_ns * (getattr(rows[c], "invocations", 1) or 1)
-                              for c in chain], dtype="float64")
+        durations = np.array([times[c] for c in chain], dtype="float64")
         total = float(np.nansum(durations))
         if not total > 0:
             continue
