@@ -11,6 +11,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from ..derive.bound import LATENCY_THRESHOLD_PCT
 from ..derive.limiter import SHORT_LAUNCH_NS
 from .findings import Finding, NotEvaluated, launch_times, make_finding, not_evaluated
 from .schema import Rule
@@ -382,6 +383,10 @@ def short_launches(rule: Rule, quantities: pd.DataFrame,
               "idle_per_gpu_pct": 100.0 * idle / gpu if gpu else 0.0}
     if short_count < MIN_SHORT_LAUNCHES:
         return [], []
+    # A CUDA graph launches the whole sequence, so in a launch-bound run it also touches the
+    # launches of a few microseconds more whose fixed cost still rivals their work: under
+    # twice the launch cost, with no unit near its roof. Their idle time is not counted.
+    touched = short | _few_us_idle(quantities, launches, known & ~short)
     ids = launches["id"].to_numpy()
     # The saving is GPU idle time, stated against the GPU time (at most all of it).
     findings = [make_finding(
@@ -391,9 +396,20 @@ def short_launches(rule: Rule, quantities: pd.DataFrame,
                   "launch_count": {"value": count, "unit": "", "label": "launches"},
                   "idle_ns": {"value": idle, "unit": "ns",
                               "label": "GPU idle while they launch (at least)"}},
-        kernel_ids=[int(i) for i, s in zip(ids, short, strict=True) if s and not pd.isna(i)],
-        launch_ids=[int(n) for n, s in zip(launches["launch"], short, strict=True) if s])]
+        kernel_ids=[int(i) for i, s in zip(ids, touched, strict=True) if s and not pd.isna(i)],
+        launch_ids=[int(n) for n, s in zip(launches["launch"], touched, strict=True) if s])]
     return findings, []
+
+
+def _few_us_idle(quantities: pd.DataFrame, launches: pd.DataFrame,
+                 candidates: np.ndarray) -> np.ndarray:
+    """Launches under twice the host's launch cost whose busiest unit is below its roof."""
+    q = quantities.reindex(launches["launch"])
+    busy = np.fmax(q.get("mem_pct", pd.Series(np.nan, index=q.index)).to_numpy(dtype="float64"),
+                   q.get("sm_pct", pd.Series(np.nan, index=q.index)).to_numpy(dtype="float64"))
+    durations = launches["duration_ns"].to_numpy(dtype="float64")
+    with np.errstate(invalid="ignore"):
+        return candidates & (durations < 2 * HOST_LAUNCH_NS) & (busy < LATENCY_THRESHOLD_PCT)
 
 
 def layout_conversions(rule: Rule, quantities: pd.DataFrame,
