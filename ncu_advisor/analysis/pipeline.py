@@ -110,7 +110,8 @@ def analyze(report: Report, rules: list[Rule] | None = None,
     launches = with_origin(report.launches, origins)
     quantities, from_rule = compute_with_provenance(
         wide, stated, invocations=launches.set_index("launch")["invocations"],
-        other_time_ns=float(report.session.get("unprofiled_time_ns") or 0.0))
+        other_time_ns=float(report.session.get("unprofiled_time_ns") or 0.0),
+        origins=launches.set_index("launch")[["role", "origin_library"]])
     opt = ncu_rule_categories(report.ncu_rules)
     provenance = Provenance(from_rule, {int(k): set(g["category"]) for k, g in
                                         opt.groupby("launch")} if len(opt) else {})

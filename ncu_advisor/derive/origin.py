@@ -48,7 +48,15 @@ class OriginTable:
 
     origins: tuple[Origin, ...]
     roles: tuple[tuple[str, tuple[re.Pattern, ...]], ...]
-    caller_advice: dict[str, CallerAdvice]
+    # Per category, entries in match order: a role-specific entry before the general one.
+    caller_advice: dict[str, tuple[CallerAdvice, ...]]
+
+    def advice_for(self, category: str, roles: list[str | None]) -> CallerAdvice | None:
+        """The first caller advice of the category that fits kernels of all these roles."""
+        for advice in self.caller_advice.get(category, ()):
+            if not advice.roles or all(r in advice.roles for r in roles):
+                return advice
+        return None
 
     def classify(self, name: str) -> Origin:
         """The first origin whose pattern matches the kernel name (user code if none)."""
@@ -148,9 +156,10 @@ def origin_table(extra: str | None = None) -> OriginTable:
         origins = _origins(_parse(text, extra), extra) + origins
     roles = tuple((r["id"], _compile(list(r["patterns"]), "data/origins.toml"))
                   for r in data.get("role", []))
-    advice = {cat: CallerAdvice(tuple(a.get("roles", [])), " ".join(a["text"].split()),
-                                a.get("severity_cap"))
-              for cat, a in data.get("caller_advice", {}).items()}
+    advice = {cat: tuple(CallerAdvice(tuple(a.get("roles", [])), " ".join(a["text"].split()),
+                                      a.get("severity_cap"))
+                         for a in (entries if isinstance(entries, list) else [entries]))
+              for cat, entries in data.get("caller_advice", {}).items()}
     return OriginTable(tuple(origins), roles, advice)
 
 

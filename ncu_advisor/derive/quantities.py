@@ -325,6 +325,7 @@ def compute_quantities(wide: pd.DataFrame) -> pd.DataFrame:
 def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = None,
                             invocations: pd.Series | None = None,
                             other_time_ns: float = 0.0,
+                            origins: pd.DataFrame | None = None,
                             ) -> tuple[pd.DataFrame, dict[str, set[int]]]:
     """Evaluate every quantity on every launch, and say which values ncu's rules stated.
 
@@ -334,7 +335,8 @@ def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = No
     came from a rule message (derived quantities inherit it from their inputs).
     ``invocations`` (per launch; 1 each when not given) weighs ``time_share_pct``;
     ``other_time_ns`` is GPU time of launches not in the table (a census's tail), counted
-    in the whole.
+    in the whole. ``origins`` (per launch: ``role`` and ``origin_library``, from
+    ``data/origins.toml``) gives ``matrix_product`` and ``library_kernel``.
     """
     out = {}
     from_rule: dict[str, set[int]] = {}
@@ -350,6 +352,12 @@ def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = No
         out[q.name] = value
     frame = add_derived(pd.DataFrame(out, index=wide.index))
     frame["time_share_pct"] = time_share_pct(frame["duration_ns"], invocations, other_time_ns)
+    if origins is not None:
+        known = origins.reindex(wide.index)
+        frame["matrix_product"] = (known["role"] == "matmul").astype("float64")
+        frame["library_kernel"] = known["origin_library"].astype("float64")
+    else:
+        frame["matrix_product"] = frame["library_kernel"] = np.nan
     frame = _one_block(frame)
     for d in DERIVED:
         inherited = set().union(*(from_rule.get(name, set()) for name in d.inputs))
@@ -463,8 +471,14 @@ def time_share_pct(duration_ns: Series, invocations: Series | None = None,
 
 # Not a Derived: the share needs every launch's time and invocation count, not one row.
 _TIME_SHARE = ("%", "share of the application's GPU time", ("duration_ns",))
+# Not a metric: the kernel's name says it computes a matrix product (a GEMM, convolution or
+# attention kernel, the `matmul` role of data/origins.toml), so a precision or tensor-core
+# change applies to it even when its FMA pipe is not the busiest unit.
+_MATRIX_PRODUCT = ("", "1 when the kernel is a matrix product by name (GEMM, conv, attention)", ())
+_LIBRARY = ("", "1 when the kernel is a library's (data/origins.toml), 0 for user code", ())
 DERIVED_INFO: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    **{d.name: (d.unit, d.label, d.inputs) for d in DERIVED}, "time_share_pct": _TIME_SHARE}
+    **{d.name: (d.unit, d.label, d.inputs) for d in DERIVED}, "time_share_pct": _TIME_SHARE,
+    "matrix_product": _MATRIX_PRODUCT, "library_kernel": _LIBRARY}
 
 
 def add_derived(frame: pd.DataFrame) -> pd.DataFrame:

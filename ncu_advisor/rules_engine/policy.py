@@ -57,8 +57,8 @@ def _nothing_to_change(label: str) -> str:
 
 def _for_library_kernel(f: Finding, row: dict, table: OriginTable) -> None:
     label = row["origin_label"]
-    advice = table.caller_advice.get(f.category)
-    if advice is not None and (not advice.roles or row["role"] in advice.roles):
+    advice = table.advice_for(f.category, [row["role"]])
+    if advice is not None:
         f.advice = advice.text
         if advice.severity_cap:
             f.severity = cap_severity(f.severity, advice.severity_cap)
@@ -80,9 +80,8 @@ def _for_application_finding(f: Finding, by_launch: dict[int, dict],
         return
     origins = list(dict.fromkeys(r["origin"] for r in rows))
     f.origin = origins[0] if len(origins) == 1 else None
-    advice = table.caller_advice.get(f.category)
-    if advice is not None and (not advice.roles or all(r["role"] in advice.roles
-                                                       for r in rows)):
+    advice = table.advice_for(f.category, [r["role"] for r in rows])
+    if advice is not None:
         f.advice = advice.text
         labels = ", ".join(dict.fromkeys(r["origin_label"] for r in rows))
         f.note = _join(f.note, f"{labels} kernels: advice is for the caller")

@@ -1,0 +1,70 @@
+"""Causes that explain a kernel's limiter on real corpus captures (dev split): library
+kernels get the caller's lever at the severity their time earns, and launch-bound runs name
+every launch a graph would touch."""
+
+from pathlib import Path
+
+from conftest import analysis_cached
+
+CORPUS = Path(__file__).parent.parent / "sample_reports" / "corpus"
+
+
+def _findings(capture: str, rule: str) -> list:
+    analysis = analysis_cached(CORPUS / f"{capture}.raw.csv.gz")
+    return [f for f in analysis.findings if f.rule == rule]
+
+
+def _at(findings: list, launch: int) -> list:
+    return [f for f in findings if f.launch == launch or launch in (f.launch_ids or [])]
+
+
+def test_cudnn_ffma_convolution_gets_the_precision_lever():
+    # cuDNN picked an FP32 FFMA implicit GEMM (FMA pipe 42%, issue-bound, tensor pipe idle)
+    # for a strided 1x1 convolution: TF32 or bf16 is the caller's lever.
+    found = _at(_findings("torch_cnn_train", "precision.fp32-without-tensor-cores"), 31)
+    assert found and found[0].severity in ("medium", "high")
+    assert "allow_tf32" in found[0].advice
+
+
+def test_tensor_core_convolution_stays_silent():
+    # The same program's TF32 dgrad runs on the tensor pipe (31%): nothing to switch on.
+    assert not _at(_findings("torch_cnn_train", "precision.fp32-without-tensor-cores"), 74)
+
+
+def test_user_fp32_matmul_below_fma_roof_is_not_a_precision_finding():
+    # A hand-written tiled SGEMM at < 50% FMA: its own limiter's cause comes first.
+    found = _findings("cuda_gemm", "precision.fp32-without-tensor-cores")
+    analysis = analysis_cached(CORPUS / "cuda_gemm.raw.csv.gz")
+    fma = analysis.quantities["fma_pipe_pct"]
+    for f in found:
+        assert fma[f.launch] >= 50
+
+
+def test_cudnn_nchw_batch_norm_grid_gets_channels_last_at_its_time():
+    # cuDNN's NCHW batch norm: one block per channel, 64 of 132 SMs, 378 us (8.5% of the step).
+    found = _at(_findings("torch_cnn_train", "launch-config.small-grid"), 84)
+    assert found and found[0].severity == "high"
+    assert "channels_last" in found[0].advice
+
+
+def test_library_grid_outside_norms_keeps_the_low_cap():
+    # cuBLAS's small GEMV grids in a batch-1 decode step: the work per call is the problem.
+    found = _findings("torch_decode_b1", "launch-config.small-grid")
+    assert found and all(f.severity in ("low", "info") for f in found)
+
+
+def test_launch_bound_step_touches_its_few_microsecond_launches():
+    found = _findings("torch_decode_b1", "launch-overhead.short-launches")
+    assert len(found) == 1 and found[0].severity == "high"
+    analysis = analysis_cached(CORPUS / "torch_decode_b1.raw.csv.gz")
+    d = analysis.report.launches.set_index("launch")["duration_ns"]
+    touched = set(found[0].launch_ids)
+    # An 8.6 us GEMV streaming weights at 5% of DRAM is in; the 20 us LM head at 72% L2 is not.
+    assert 9 in touched and d[9] > 5_000
+    assert 65 not in touched
+
+
+def test_short_launches_beside_long_kernels_are_low():
+    # channels_last CNN step: 21 of 54 launches are short, but they idle 3% of the GPU time.
+    found = _findings("torch_cnn_train.channels_last", "launch-overhead.short-launches")
+    assert found and all(f.severity == "low" for f in found)
