@@ -68,3 +68,26 @@ def test_short_launches_beside_long_kernels_are_low():
     # channels_last CNN step: 21 of 54 launches are short, but they idle 3% of the GPU time.
     found = _findings("torch_cnn_train.channels_last", "launch-overhead.short-launches")
     assert found and all(f.severity == "low" for f in found)
+
+
+def _chains(path: Path) -> list[list[str]]:
+    analysis = analysis_cached(path)
+    names = analysis.report.launches.set_index("launch")["short_name"]
+    return [[names[i] for i in f.launch_ids] for f in analysis.findings
+            if f.rule == "fusion.memory-bound-chain"]
+
+
+def test_versions_of_one_operation_are_not_a_chain():
+    # Two versions run back to back on the same array (naive then shared-memory Jacobi, the
+    # same copy from two alignments, local vs shared bins): same shape and traffic, no
+    # producer and consumer.
+    for capture in ("cuda_stencil", "cuda_memory_access", "cuda_compute_patterns"):
+        assert _chains(CORPUS / f"{capture}.raw.csv.gz") == [], capture
+    demos = Path(__file__).parent.parent / "sample_reports" / "demos"
+    assert _chains(demos / "bank-conflicts.raw.csv") == []
+
+
+def test_steps_of_one_computation_still_chain_and_the_fused_version_does_not_join():
+    demos = Path(__file__).parent.parent / "sample_reports" / "demos"
+    assert _chains(demos / "fusion.raw.csv") == [
+        ["fusion_scale_shift", "fusion_relu", "fusion_add_residual"]]

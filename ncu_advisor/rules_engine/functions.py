@@ -6,6 +6,7 @@ The rule file still holds the id, category, texts and severity; the function fin
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -107,7 +108,28 @@ def _plausible_link(a, b) -> bool:
     """
     if any(bool(getattr(row, "origin_library", False)) for row in (a, b)):
         return True
-    return _same_shape(a, b)
+    return _same_shape(a, b) and not _versions(str(a.short_name), str(b.short_name))
+
+
+def _versions(a: str, b: str) -> bool:
+    """Whether two kernel names read as versions of one operation, not two steps of one.
+
+    The same kernel again (a repeat, an iteration: not a fusion); names that differ in one
+    word only (``jacobi2d_naive``/``jacobi2d_smem``, ``transpose_padded``/``_unpadded``); or a
+    second kernel that says it is the fused one. Steps of a computation are named by the step
+    (``scale_shift`` -> ``relu`` -> ``add_residual``).
+    """
+    if a == b:
+        return True
+    words_a, words_b = _words(a), _words(b)
+    if "fused" in words_b or "fuse" in words_b:
+        return True
+    return (len(words_a) == len(words_b) > 1
+            and sum(x != y for x, y in zip(words_a, words_b, strict=True)) == 1)
+
+
+def _words(name: str) -> list[str]:
+    return [w for w in re.split(r"[_\W]+", name.lower()) if w]
 
 
 def _reads_previous_output(read: float, written: float) -> bool:
