@@ -91,3 +91,14 @@ def test_steps_of_one_computation_still_chain_and_the_fused_version_does_not_joi
     demos = Path(__file__).parent.parent / "sample_reports" / "demos"
     assert _chains(demos / "fusion.raw.csv") == [
         ["fusion_scale_shift", "fusion_relu", "fusion_add_residual"]]
+
+
+def test_batch_norm_and_the_relu_after_it_are_one_eager_chain():
+    # Eager CNN step: cuDNN's batch norm writes 67 MB that the next ReLU re-reads; inductor
+    # generates the norm and fuses the ReLU into it (the saving is the ReLU, not the norm).
+    analysis = analysis_cached(CORPUS / "torch_cnn_train.raw.csv.gz")
+    chains = {tuple(f.launch_ids): f for f in analysis.findings if f.rule == "fusion.eager-chain"}
+    assert (2, 3) in chains
+    relu = analysis.report.launches.set_index("launch").at[3, "duration_ns"]
+    assert abs(chains[(2, 3)].estimated_saving_ns - relu) < 0.05 * relu
+

@@ -315,9 +315,15 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
     def idle(launch: int) -> bool:  # skipped over: it does not end a run
         return _eager(rows[launch]) and busy_of.get(launch, 0.0) < _IDLE_PCT
 
+    eager_program = any(_eager(r) for r in rows.values())
+
     def member(launch: int) -> bool:
-        return (_eager(rows[launch]) and getattr(rows[launch], "role", None) not in _NOT_FUSED
-                and not idle(launch))
+        row = rows[launch]
+        # A library's normalization kernel (cuDNN's batch norm) inside an eager program is
+        # an op like the others to a compiler: inductor generates the norm and fuses the
+        # ReLU or residual add that follows it.
+        return ((_eager(row) or (eager_program and getattr(row, "role", None) == "norm"))
+                and getattr(row, "role", None) not in _NOT_FUSED and not idle(launch))
 
     traffic = q["l2_bytes"].to_dict() if "l2_bytes" in q else {}
 
