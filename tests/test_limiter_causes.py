@@ -102,3 +102,14 @@ def test_batch_norm_and_the_relu_after_it_are_one_eager_chain():
     relu = analysis.report.launches.set_index("launch").at[3, "duration_ns"]
     assert abs(chains[(2, 3)].estimated_saving_ns - relu) < 0.05 * relu
 
+
+
+def test_hand_written_attention_is_found_forward_and_backward_and_not_after_sdpa():
+    found = _findings("torch_decoder_train", "fusion.unfused-attention")
+    spans = sorted(tuple(f.launch_ids) for f in found)
+    # Forward: q/k copies, q @ k^T, scale, mask, softmax, dropout, cast, v copy, @ v, merge copy.
+    assert spans[0] == tuple(range(9, 22))
+    assert len(spans) == 2 and 86 in spans[1] and 81 in spans[1] and 91 in spans[1]
+    # The loss's log-softmax between the LM head GEMM and its backward is no attention.
+    assert all(43 not in s and 48 not in s for s in spans)
+    assert not _findings("torch_decoder_train.sdpa", "fusion.unfused-attention")

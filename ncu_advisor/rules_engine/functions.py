@@ -466,6 +466,105 @@ def layout_conversions(rule: Rule, quantities: pd.DataFrame,
         launch_ids=[int(r.launch) for r in rows])], []
 
 
+_SOFTMAX = re.compile(r"softmax", re.IGNORECASE)
+_COPY_OPS = {"direct_copy", "copy", "contiguous"}
+_ATTENTION_REACH = 8  # launches between a GEMM and the softmax: scale, mask, dropout, casts
+
+
+def unfused_attention(rule: Rule, quantities: pd.DataFrame,
+                      launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
+    """Find attention written out as matmul -> scale/mask -> softmax -> dropout -> matmul.
+
+    The signature is in the op order of one stream: a softmax (or its backward) with library
+    GEMMs on both sides and only eager elementwise ops (scale, mask, dropout, casts, copies)
+    between them; the layout copies that feed the first GEMMs and follow the last are part of
+    it (the head split and merge). Fused attention (F.scaled_dot_product_attention) runs the
+    same GEMMs without materializing the T x T scores: the estimate is the pattern's time
+    minus its GEMMs'.
+    """
+    if "form" in launches and (launches["form"] == "summary").all():
+        return [], []
+    ordered = launches.sort_values(["source", "launch"])
+    rows = list(ordered.itertuples(index=False))
+    if not any(_eager(r) for r in rows):
+        return [], []
+
+    def gemm(r) -> bool:
+        return getattr(r, "role", None) == "matmul" and bool(getattr(r, "origin_library", False))
+
+    def between(r) -> bool:  # what eager attention runs between its GEMMs and the softmax
+        return _eager(r) and (getattr(r, "role", None) == "elementwise"
+                              or "dropout" in str(r.short_name).lower())
+
+    def copy(r) -> bool:
+        return _eager(r) and str(getattr(r, "op", "")) in _COPY_OPS
+
+    def linked(a, b) -> bool:
+        return _same_stream(a, b) and _same_region(a, b) is not False
+
+    def reach(i: int, step: int) -> int | None:
+        """The GEMM nearest to the softmax at i going one way, over elementwise ops only."""
+        j = i + step
+        for _ in range(_ATTENTION_REACH):
+            if not 0 <= j < len(rows) or not linked(rows[j - step], rows[j]):
+                return None
+            if gemm(rows[j]):
+                return j
+            if not between(rows[j]):
+                return None
+            j += step
+        return None
+
+    def extend(j: int, step: int, test, most: int) -> int:
+        for _ in range(most):
+            k = j + step
+            if not 0 <= k < len(rows) or not linked(rows[j], rows[k]) or not test(rows[k]):
+                break
+            j = k
+        return j
+
+    spans: list[tuple[int, int]] = []
+    for i, r in enumerate(rows):
+        if not (_eager(r) and _SOFTMAX.search(str(r.short_name))):
+            continue
+        first, last = reach(i, -1), reach(i, +1)
+        if first is None or last is None:
+            continue
+        # The backward runs two GEMMs on each side (grads of both operands).
+        first, last = extend(first, -1, gemm, 1), extend(last, +1, gemm, 1)
+        first, last = extend(first, -1, copy, 3), extend(last, +1, copy, 3)
+        if spans and first <= spans[-1][1]:
+            continue
+        spans.append((first, last))
+
+    findings = []
+    times = launch_times(launches)
+    share_of = quantities["time_share_pct"].to_dict()
+    for first, last in spans:
+        members = rows[first:last + 1]
+        ids = [int(m.launch) for m in members]
+        total = float(np.nansum([times[n] for n in ids]))
+        gemms = float(np.nansum([times[int(m.launch)] for m in members if gemm(m)]))
+        if not total > 0:
+            continue
+        values = {"attention_ops": float(len(ids)),
+                  "attention_time_share_pct": float(np.nansum([share_of.get(n, np.nan)
+                                                               for n in ids])),
+                  "saving_pct": 100.0 * (total - gemms) / total}
+        findings.append(make_finding(
+            rule, values, duration_ns=total, speedup_pct=values["saving_pct"],
+            title_suffix=": " + _op_list(
+                ["matmul" if gemm(m) else str(getattr(m, "op", m.short_name)) for m in members],
+                most=12),
+            evidence={"attention_ns": {"value": total, "unit": "ns",
+                                       "label": "GPU time of the unfused attention"},
+                      "gemm_ns": {"value": gemms, "unit": "ns",
+                                  "label": "its GEMMs (about what fused attention keeps)"}},
+            kernel_ids=[int(m.id) for m in members if not pd.isna(m.id)],
+            launch_ids=ids))
+    return findings, []
+
+
 def hot_spots(rule: Rule, quantities: pd.DataFrame,
               launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
     """Name the kernels (grouped by name) that take at least 20% of the GPU time."""
@@ -502,6 +601,7 @@ FUNCTION_VALUES: dict[str, set[str]] = {
     "short_launches": {"short_launches", "launch_count", "short_launch_pct",
                        "idle_per_gpu_pct"},
     "layout_conversions": {"conversions", "conversion_time_share_pct"},
+    "unfused_attention": {"attention_ops", "attention_time_share_pct", "saving_pct"},
 }
 FUNCTIONS: dict[str, RuleFunction] = {
     "fusion_chain": fusion_chain,
@@ -510,4 +610,5 @@ FUNCTIONS: dict[str, RuleFunction] = {
     "eager_chain": eager_chain,
     "short_launches": short_launches,
     "layout_conversions": layout_conversions,
+    "unfused_attention": unfused_attention,
 }
