@@ -28,6 +28,13 @@ FROZEN_SHA256 = {  # each file's hash, as its commit message recorded it
 }
 LABELS = load_corpus_labels()
 DEV = sorted(name for name, label in LABELS.items() if label.split == "dev")
+# The dev captures the floors below were measured on: those that were dev before the sealed
+# score of 2026-12-02 moved the second and third batches' programs to dev.
+FLOOR_DEV = ["cuda_compute_patterns", "cuda_gemm", "cuda_histogram_scan", "cuda_memory_access",
+             "cuda_reduction", "cuda_stencil", "cuda_transpose", "cupy_libraries",
+             "torch_cnn_train", "torch_cnn_train.channels_last", "torch_decode_b1",
+             "torch_decoder_train", "torch_decoder_train.sdpa", "torch_vit_infer",
+             "triton_user_kernels"]
 FORMS = ("live.csv.gz", "details.csv.gz", "raw.csv.gz", "txt.gz")
 
 
@@ -45,12 +52,14 @@ def test_split_moves_name_sealed_programs_and_a_sealed_set_remains():
     for move in moves["moved"]:
         assert move["name"] in LABELS and move["to"] == "dev" and move["scored"]
     sealed = [n for n, label in LABELS.items() if label.split == "sealed"]
-    assert len(sealed) >= 15
+    # After a sealed score every program may be dev until a new sealed set is captured
+    # (../shared/EVALUATION.md); then the splits file must say when that score was taken.
+    assert len(sealed) >= 15 or any(m["scored"] for m in moves["moved"])
 
 
 def test_both_splits_are_there():
     splits = {label.split for label in LABELS.values()}
-    assert splits == {"dev", "sealed"}
+    assert "dev" in splits and splits <= {"dev", "sealed"}
     assert all(label.first_action for label in LABELS.values())
 
 
@@ -64,7 +73,7 @@ def test_every_launch_of_every_form_is_labelled(name):
 
 def _dev_score(form: str):
     total = None
-    for name in DEV:
+    for name in FLOOR_DEV:
         ours, _ = score_analysis(LABELS[name], analysis_cached(CORPUS / f"{name}.{form}"), name)
         total = ours if total is None else (total.add(ours) or total)
     return total
