@@ -62,8 +62,7 @@ def resolve_labels(metrics: pd.DataFrame) -> pd.DataFrame:
     })
     lookup["body_item"] = lookup["body_item"].fillna("")
     found = lookup.merge(label_table(), on=KEY, how="left")["metric"].to_numpy(dtype=object)
-    metrics = metrics.copy()
     column = metrics["metric"].to_numpy(dtype=object).copy()
     column[need] = found[inverse]
-    metrics["metric"] = column
-    return metrics
+    # assign, not copy(): a deep copy took every text again (~100 MB at 150 MB of details).
+    return metrics.assign(metric=column)
