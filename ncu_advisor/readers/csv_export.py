@@ -120,8 +120,9 @@ def read_csv_export(path: Path, metrics: Iterable[str] | None = None,
 
     Args:
         path: the export (``.csv`` or ``.csv.gz``).
-        metrics: for raw pages, the metric columns to keep (None: all); identity columns
-            are always read. Raw pages are streamed in blocks, so memory follows the columns
+        metrics: the metrics to keep (None: all): for raw pages the metric columns (identity
+            columns are always read), for details pages the rows (and those of labels that
+            name no known metric). Pages are streamed in blocks, so memory follows what is
             kept, not the file's size.
         texts: for raw pages, with ``metrics``: the metrics whose exported text is kept
             where it is a number; other cells keep their text only where it is not one
@@ -194,7 +195,7 @@ def read_csv_export(path: Path, metrics: Iterable[str] | None = None,
                                  texts)
         else:
             report = _paged(_line_chunks(_Chain(head[after:], fh), path, warnings), header,
-                            form, path, warnings)
+                            form, path, warnings, metrics)
         if fh.truncated:
             warnings.insert(0, f"{path.name}: the gzip stream ends early (a copy cut short?); "
                             "read what it holds")
@@ -293,7 +294,7 @@ def _is_nvtx_column(name: str) -> bool:
 
 
 def _paged(chunks, header: list[str], form: str, path: Path,
-           warnings: list[str]) -> Report:
+           warnings: list[str], wanted: Iterable[str] | None = None) -> Report:
     """Details and summary pages: one row per (launch, metric), parsed chunk by chunk."""
     if form == "summary":
         frame, _, other = _arrow_rows(chunks, header, len(header), path)
@@ -308,7 +309,8 @@ def _paged(chunks, header: list[str], form: str, path: Path,
     frame, rule_rows, other = _arrow_rows(chunks, header, width, path)
     _warn_unknown(header, _DETAILS_COLUMNS, path, warnings)
     report = _details(_with_columns(frame, _DETAILS_COLUMNS - {"Body Item Label"}), rule_rows,
-                      header, path, warnings, print_details_all="Body Item Label" in header)
+                      header, path, warnings, print_details_all="Body Item Label" in header,
+                      wanted=wanted)
     if "Body Item Label" not in header:  # that form interleaves prose and mini-tables
         _warn_skipped(other, path, warnings)
     return report
@@ -544,6 +546,19 @@ def finish_report(launches: pd.DataFrame, metrics: pd.DataFrame, rules: pd.DataF
                   ncu_rules=rules.reset_index(drop=True), sources=[path_text(path)])
 
 
+def keep_metrics(metrics: pd.DataFrame, wanted: Iterable[str] | None) -> pd.DataFrame:
+    """The rows of ``wanted`` metric names (None: all), and those of unresolved labels.
+
+    Lean reading of a details page or text output, after labels are resolved: the analysis
+    reads ~40% of their rows (a 1 GB page's long table was ~800 MB whole).
+    """
+    if wanted is None:
+        return metrics
+    names = metrics["metric"]
+    keep = (names.isin(list(wanted)) | names.isna()).to_numpy()
+    return metrics if keep.all() else metrics.iloc[np.flatnonzero(keep)].reset_index(drop=True)
+
+
 def split_metric_names(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Split "Label (metric_name)" / "metric_name" / "Label" per distinct value."""
     def label_of(v: pd.Series) -> np.ndarray:
@@ -585,8 +600,9 @@ def unit_column(values: pd.Series, units: pd.Series, metric: np.ndarray | None =
     return parsed * factor, base
 
 
-def _details(frame: pd.DataFrame, rule_rows: list[list[str]], header: list[str], path: Path,
-             warnings: list[str], print_details_all: bool) -> Report:
+def _details(frame: pd.DataFrame, rule_rows: dict[str, list[str]], header: list[str],
+             path: Path, warnings: list[str], print_details_all: bool,
+             wanted: Iterable[str] | None = None) -> Report:
     """Details page (any --print-metric-name / --print-units / --print-details variant)."""
     valid = _valid_rows(frame, "ID")
     names = frame["Metric Name"]
@@ -612,7 +628,7 @@ def _details(frame: pd.DataFrame, rule_rows: list[list[str]], header: list[str],
         "metric": metric, "label": label, "unit": units, "value": values,
         "text": frame["Metric Value"].array,
     })
-    metrics = resolve_labels(metrics)[METRIC_COLUMNS]
+    metrics = keep_metrics(resolve_labels(metrics)[METRIC_COLUMNS], wanted)
     rules = _rule_table(rule_rows, header, launches, fmt)
     return finish_report(launches, metrics, rules, path, warnings)
 

@@ -28,6 +28,7 @@ go to ``session["ncu_messages"]`` as the CSV reader stores them, the latter are 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +42,14 @@ from .common import MAX_WHOLE, InputStream
 
 # The details CSV reader's building blocks: one conversion of launches, units and labels for
 # both forms of the details page.
-from .csv_export import decode, finish_report, launch_table, split_metric_names, unit_column
+from .csv_export import (
+    decode,
+    finish_report,
+    keep_metrics,
+    launch_table,
+    split_metric_names,
+    unit_column,
+)
 from .labels import resolve_labels
 
 PROCESS = re.compile(r"^\[(\d+)\] (.+)$")
@@ -288,11 +296,12 @@ class _TextLines:
                 data = fh.read(CHUNK_BYTES)
 
 
-def read_text_output(path: Path) -> Report:
+def read_text_output(path: Path, metrics: Iterable[str] | None = None) -> Report:
     """Read ncu's plain-text output (a live run's log or ``ncu --import r.ncu-rep``).
 
     The file is read in pieces and each launch's rows become columns when it ends, so
-    memory follows the tables built, not the text.
+    memory follows the tables built, not the text. ``metrics``: the metric names to keep
+    (None: all; rows of labels that name no known metric are kept too).
 
     Raises:
         ReportParseError: the file is empty, not ncu's text output, or holds no kernel
@@ -330,7 +339,7 @@ def read_text_output(path: Path) -> Report:
     if parsed.other_tables:
         warnings.append(f"{path.name}: skipped {parsed.other_tables} table(s) that are not "
                         "Metric Name / Metric Unit / Metric Value tables")
-    report = _report(kept, parsed.rows, path, warnings)
+    report = _report(kept, parsed.rows, path, warnings, metrics)
     report.launches["form"] = "text"
     report.session.update(_session_facts(parsed, parsed.launches))
     report.warnings[:0] = warnings
@@ -461,8 +470,8 @@ def _table(src: _Lines, ruler: str, launch: _Launch, section: str, out: _Parse) 
     launch.complete = False
 
 
-def _report(launches: list[_Launch], rows: _Rows, path: Path,
-            warnings: list[str]) -> Report:
+def _report(launches: list[_Launch], rows: _Rows, path: Path, warnings: list[str],
+            wanted: Iterable[str] | None = None) -> Report:
     """Build the Report tables with the details CSV reader's conversions."""
     first = pd.DataFrame({
         "ID": [str(k) for k in range(len(launches))],
@@ -491,7 +500,7 @@ def _report(launches: list[_Launch], rows: _Rows, path: Path,
         "text": columns["value"].to_pandas().array,
     })
     del columns
-    metrics = resolve_labels(metrics)[METRIC_COLUMNS]
+    metrics = keep_metrics(resolve_labels(metrics)[METRIC_COLUMNS], wanted)
     return finish_report(table, metrics, _rule_table(launches), path, warnings)
 
 
