@@ -114,3 +114,26 @@ def test_html_of_a_large_input_read_lean_is_the_same(capture, tmp_path, capsys, 
     whole = _html([path], capsys, tmp_path, "whole.html")
     monkeypatch.setattr(analyze_cli, "HTML_WHOLE_READ_BYTES", 0)
     assert _html([path], capsys, tmp_path, "lean.html") == whole
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [p for p in CAPTURES if "summary" not in p.name],
+                         ids=lambda p: str(p.relative_to(REPORTS)))
+def test_a_lean_read_analyzes_as_a_whole_read(path):
+    # Details pages and text are read lean too (only the metrics the analysis uses, with
+    # the rows of non-numbers and the first row of each name): the same JSON and text.
+    from ncu_advisor.analysis.pipeline import analyze
+    from ncu_advisor.readers import read_report
+    from ncu_advisor.render.text import render_text
+
+    outs = []
+    for lean in (False, True):
+        try:
+            report = read_report([path], **(lean_reading() if lean else {}))
+        except ReportParseError as exc:
+            outs.append(str(exc))
+            continue
+        document = analyze(report).to_dict(include_metrics=False)
+        document.pop("generated_at", None)
+        outs.append((document, render_text(document), report.warnings))
+    assert outs[0] == outs[1]

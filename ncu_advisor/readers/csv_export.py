@@ -547,15 +547,18 @@ def finish_report(launches: pd.DataFrame, metrics: pd.DataFrame, rules: pd.DataF
 
 
 def keep_metrics(metrics: pd.DataFrame, wanted: Iterable[str] | None) -> pd.DataFrame:
-    """The rows of ``wanted`` metric names (None: all), and those of unresolved labels.
+    """The rows of ``wanted`` metric names (None: all), unresolved labels and non-numbers.
 
-    Lean reading of a details page or text output, after labels are resolved: the analysis
-    reads ~40% of their rows (a 1 GB page's long table was ~800 MB whole).
+    Texts that are not numbers stay (the validity lint names every metric exported as
+    ``n/a``), and the first row of every metric name (it tells the sections collected from
+    the names present). Lean reading of a details page or text output, after labels are
+    resolved: the analysis reads ~40% of their rows (a 1 GB page's long table was ~800 MB).
     """
     if wanted is None:
         return metrics
     names = metrics["metric"]
-    keep = (names.isin(list(wanted)) | names.isna()).to_numpy()
+    keep = (names.isin(list(wanted)) | names.isna() | metrics["value"].isna()
+            | ~names.duplicated()).to_numpy()
     return metrics if keep.all() else metrics.iloc[np.flatnonzero(keep)].reset_index(drop=True)
 
 
