@@ -49,3 +49,50 @@ def replicate_raw(src: Path, dst: Path, *, launches: int | None = None,
             break
         out.writelines(buf)
     return written
+
+
+_DETAILS_ID = re.compile(rb'^"(\d+)",')
+
+
+def replicate_details(src: Path, dst: Path, *, size_bytes: int) -> int:
+    """Write ``dst``: details-page export ``src`` (header, then its rows) repeated until
+    ``size_bytes``, each copy's launch IDs moved past the previous copy's.
+
+    Returns the number of launches written.
+    """
+    raw = gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes()
+    lines = raw.splitlines(keepends=True)
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(b'"ID",'))
+    rows = [ln for ln in lines[start + 1:] if _DETAILS_ID.match(ln)]
+    ids = sorted({int(_DETAILS_ID.match(ln)[1]) for ln in rows})
+    span = ids[-1] + 1
+    size, copies = len(lines[start]), 0
+    with dst.open("wb") as out:
+        out.write(lines[start])
+        while size < size_bytes:
+            shift = copies * span
+            block = b"".join(_DETAILS_ID.sub(lambda m, s=shift: b'"%d",' % (int(m[1]) + s), ln,
+                                             count=1) for ln in rows)
+            out.write(block)
+            size += len(block)
+            copies += 1
+    return copies * len(ids)
+
+
+def replicate_text(src: Path, dst: Path, *, size_bytes: int) -> int:
+    """Write ``dst``: ncu's plain-text output ``src`` with its launches (everything after
+    the first ``[pid] process@host`` line) repeated until ``size_bytes``.
+
+    Returns the number of copies of the launches written.
+    """
+    raw = gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes()
+    at = re.search(rb"^\[\d+\] [^\n]*\n", raw, re.M).end()
+    head, body = raw[:at], raw[at:]
+    size, copies = len(head), 0
+    with dst.open("wb") as out:
+        out.write(head)
+        while size < size_bytes:
+            out.write(body)
+            size += len(body)
+            copies += 1
+    return copies

@@ -328,3 +328,50 @@ def test_a_killed_writer_leaves_no_temporary_behind_the_next_write(tmp_path):
     assert not stale.exists() and live.exists() and other.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".report.json.")
                 and p != live]
+
+
+def test_a_reader_child_that_hangs_is_stopped_at_its_time_bound(tmp_path, monkeypatch,
+                                                                capsys):
+    import time
+
+    from ncu_advisor.errors import ReportParseError
+    from ncu_advisor.readers import ncu_rep
+
+    pidfile = tmp_path / "pid"
+    monkeypatch.setattr(ncu_rep, "_CHILD", _fake_child(
+        tmp_path, "import os, time\n"
+                  f"open({str(pidfile)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n"))
+    monkeypatch.setenv(ncu_rep.TIMEOUT_ENV, "1.5")
+    started = time.monotonic()
+    with pytest.raises(ReportParseError, match=r"took longer than 2 s and was stopped"):
+        list(ncu_rep._records(OCC_REP, None))
+    assert time.monotonic() - started < 30
+    with pytest.raises(ProcessLookupError):  # killed and reaped, not left running
+        os.kill(int(pidfile.read_text()), 0)
+    # On the command line: one line, exit 2, no output file.
+    out = tmp_path / "r.json"
+    assert main(["analyze", str(OCC_REP), "-f", "json", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "took longer than" in err[0] and not out.exists()
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "soon", "inf", "nan"])
+def test_a_bad_reader_time_bound_is_one_line(value, monkeypatch, capsys):
+    from ncu_advisor.readers import ncu_rep
+
+    monkeypatch.setenv(ncu_rep.TIMEOUT_ENV, value)
+    assert main(["analyze", str(OCC_REP)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a positive number of seconds" in err[0]
+
+
+def test_the_default_reader_time_bound_grows_with_the_report(tmp_path, monkeypatch):
+    from ncu_advisor.readers import ncu_rep
+
+    monkeypatch.delenv(ncu_rep.TIMEOUT_ENV, raising=False)
+    small, big = tmp_path / "s.ncu-rep", tmp_path / "b.ncu-rep"
+    small.write_bytes(b"x")
+    with big.open("wb") as fh:
+        fh.truncate(512 << 20)  # sparse: 512 MiB on paper
+    assert 300 <= ncu_rep.reader_time_bound(small) < ncu_rep.reader_time_bound(big)
+    assert ncu_rep.reader_time_bound(big) >= 1000

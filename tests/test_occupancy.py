@@ -605,10 +605,29 @@ def test_check_launch_inputs_accepts_the_limits() -> None:
     assert calculator_summary("9.0", 1024, 255, 0)["theoretical_pct"] == 0.0
 
 
-@pytest.mark.parametrize(("text", "cc", "warps"), [("sm_103", "10.3", 64), ("sm_110", "11.0", 64),
+@pytest.mark.parametrize(("text", "cc", "warps"), [("sm_103", "10.3", 64), ("sm_110", "11.0", 48),
                                                    ("sm_121", "12.1", 48)])
 def test_the_newer_blackwell_capabilities(text: str, cc: str, warps: int) -> None:
     """ncu 2025-2026 profiles 10.3 (B300), 11.0 (Thor) and 12.1 (GB10): no unknown cc."""
     assert normalize_cc(text) == cc
     result = occupancy(text, 512, 32, 0)
     assert result.max_warps_per_sm == warps and result.theoretical_pct == 100.0
+
+
+# NVIDIA CCCL, libcudacxx/include/cuda/__device/arch_traits.h (cuda::arch_traits<sm_X>, at
+# 571f2fc, 2026-08): threads per SM, blocks per SM, shared memory per SM (KiB); the opt-in
+# per block is that less the 1 KiB the driver reserves. 11.0 was 64 warps, 32 blocks here.
+_CCCL_TRAITS = {"10.0": (2048, 32, 228), "10.3": (2048, 32, 228), "11.0": (1536, 24, 228),
+                "12.0": (1536, 24, 100), "12.1": (1536, 24, 100)}
+
+
+@pytest.mark.parametrize("cc", sorted(_CCCL_TRAITS))
+def test_blackwell_limits_are_nvidias(cc: str) -> None:
+    from ncu_advisor.derive.gpu_specs import KIB, arch_spec
+
+    threads, blocks, smem_kib = _CCCL_TRAITS[cc]
+    spec = arch_spec(cc)
+    assert (spec.max_threads_per_sm, spec.max_blocks_per_sm) == (threads, blocks)
+    assert spec.shared_mem_per_sm == smem_kib * KIB
+    assert spec.max_shared_mem_per_block_optin == (smem_kib - 1) * KIB
+    assert spec.reserved_shared_mem_per_block == KIB and spec.registers_per_sm == 64 * KIB

@@ -111,10 +111,16 @@ def _analyze(paths, names, format, output, kernel, nvtx, top, wide, color, rules
         from ..derive.origin import origin_table
         origin_table(str(origins))
     # Without the raw-metric listing, read only the metrics the analysis uses (lean).
-    lean = include_metrics is False or (include_metrics is None
-                                        and format is not OutputFormat.html)
+    # HTML lists them for a few launches only: a large input is read lean, and read again
+    # whole if it holds that few (a 1 GB raw page read whole for HTML took 4.9 GB).
+    may_list = include_metrics is None and format is OutputFormat.html
+    lean = include_metrics is False or (
+        may_list and _input_bytes(paths) > HTML_WHOLE_READ_BYTES)
     with file_progress() as progress:
         report = read_report(paths, progress=progress, **(lean_reading() if lean else {}))
+    if lean and may_list and len(report.launches) <= HTML_METRICS_LIMIT:
+        with file_progress() as progress:
+            report = read_report(paths, progress=progress)
     rename_sources(report, names)
     with stage(f"analyzing {len(report.launches):,} launch(es)"):
         result = run_analysis(report, rules=loaded,
@@ -166,6 +172,24 @@ def _analyze(paths, names, format, output, kernel, nvtx, top, wide, color, rules
     warn(report.warnings)
     if output is not None:
         typer.echo(f"wrote {output}", err=True)
+
+
+# Inputs up to this size are read whole for HTML (its raw-metric listing, up to
+# HTML_METRICS_LIMIT launches); larger ones lean first.
+HTML_WHOLE_READ_BYTES = 64 << 20
+
+
+def _input_bytes(paths) -> int:
+    """The size of the inputs on disk (files, and the files of folders), for the HTML read."""
+    total = 0
+    for path in paths:
+        path = Path(path)
+        try:
+            files = [path] if not path.is_dir() else list(path.rglob("*"))
+            total += sum(p.stat().st_size for p in files if p.is_file())
+        except OSError:
+            continue  # the reader names the problem
+    return total
 
 
 def _selection(result, kernel: str | None, nvtx: str | None):

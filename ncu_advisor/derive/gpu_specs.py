@@ -7,8 +7,12 @@ Sources (see ``docs/occupancy.md`` for the table and what each number is checked
   shared memory per SM and per block (opt-in), and the shared-memory capacities each
   architecture's unified L1/shared memory can be configured to (sections "Compute
   Capability 7.x / 8.x / 9.0 / 10.x / 11.0 / 12.x", "Shared Memory"). Compute
-  capabilities 10.3 and 11.0 have the limits of 10.0, 12.1 those of 12.0 (one column of the
-  table each); Nsight Compute 2025.x-2026.x profiles all of them.
+  capability 10.3 has the limits of 10.0 and 12.1 those of 12.0 (one column of the table
+  each); 11.0 has 10.0's shared memory with 48 warps and 24 blocks per SM. Nsight Compute
+  2025.x-2026.x profiles all of them.
+* NVIDIA CCCL's ``cuda::arch_traits`` (``libcudacxx/include/cuda/__device/arch_traits.h``,
+  2026): warps, blocks and shared memory per SM and the per-block opt-in of 10.0 to 12.1,
+  checked against this table by ``tests/test_occupancy.py``.
 * The CUDA Occupancy Calculator header ``cuda_occupancy.h`` (CUDA 13.0): register
   allocation unit and granularity, sub-partitions per SM, shared-memory allocation unit,
   the per-block shared memory the driver reserves (from CUDA 11 on, compute capability
@@ -123,11 +127,12 @@ ARCH_SPECS: dict[str, ArchSpec] = {
         ArchSpec("9.0", "Hopper", 64, 32, 228 * KIB, 227 * KIB, 128, KIB, _HOPPER_CARVEOUTS),
         ArchSpec("10.0", "Blackwell (datacenter)", 64, 32, 228 * KIB, 227 * KIB, 128, KIB,
                  _HOPPER_CARVEOUTS),
-        # Blackwell Ultra (B300, GB300) and Thor (11.0; 10.1 before CUDA 13.0) share 10.0's
-        # column of the Programming Guide's table.
+        # Blackwell Ultra (B300, GB300) shares 10.0's column of the Programming Guide's table.
         ArchSpec("10.3", "Blackwell Ultra", 64, 32, 228 * KIB, 227 * KIB, 128, KIB,
                  _HOPPER_CARVEOUTS),
-        ArchSpec("11.0", "Blackwell (Thor)", 64, 32, 228 * KIB, 227 * KIB, 128, KIB,
+        # Thor (10.1 before CUDA 13.0): 10.0's shared memory, but 1,536 threads (48 warps)
+        # and 24 blocks per SM (NVIDIA CCCL's cuda::arch_traits<sm_110>, fixed in #6185).
+        ArchSpec("11.0", "Blackwell (Thor)", 48, 24, 228 * KIB, 227 * KIB, 128, KIB,
                  _HOPPER_CARVEOUTS),
         # cuda_occupancy.h (CUDA 13.0) gives 24 resident blocks per SM for every 12.x part.
         ArchSpec("12.0", "Blackwell (GeForce)", 48, 24, 100 * KIB, 99 * KIB, 128, KIB,

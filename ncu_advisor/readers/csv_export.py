@@ -120,8 +120,9 @@ def read_csv_export(path: Path, metrics: Iterable[str] | None = None,
 
     Args:
         path: the export (``.csv`` or ``.csv.gz``).
-        metrics: for raw pages, the metric columns to keep (None: all); identity columns
-            are always read. Raw pages are streamed in blocks, so memory follows the columns
+        metrics: the metrics to keep (None: all): for raw pages the metric columns (identity
+            columns are always read), for details pages the rows (and those of labels that
+            name no known metric). Pages are streamed in blocks, so memory follows what is
             kept, not the file's size.
         texts: for raw pages, with ``metrics``: the metrics whose exported text is kept
             where it is a number; other cells keep their text only where it is not one
@@ -193,8 +194,8 @@ def read_csv_export(path: Path, metrics: Iterable[str] | None = None,
             report = _raw_stream(_Chain(head[after:], fh), header, path, warnings, metrics,
                                  texts)
         else:
-            body = head[after:] + _read_rest(fh, path)
-            report = _paged(body, header, form, path, warnings)
+            report = _paged(_line_chunks(_Chain(head[after:], fh), path, warnings), header,
+                            form, path, warnings, metrics)
         if fh.truncated:
             warnings.insert(0, f"{path.name}: the gzip stream ends early (a copy cut short?); "
                             "read what it holds")
@@ -222,9 +223,57 @@ def _find_header(head: bytes) -> re.Match | None:
 
 
 def _read_rest(fh: InputStream, path: Path) -> bytes:
-    """The rest of a page read whole (details, summary), within :data:`MAX_WHOLE`."""
-    fh.limit, fh.what = MAX_WHOLE, "the details-page reader"
+    """The rest of a UTF-16 page read whole (to re-encode it), within :data:`MAX_WHOLE`."""
+    fh.limit, fh.what = MAX_WHOLE, "the UTF-16 reader"
     return fh.read()
+
+
+# Body bytes parsed at a time (details and summary pages): the page is never held whole,
+# so memory follows the tables built, not the file (a 1 GB details page held 4 GB).
+CHUNK_BYTES = 32 << 20
+
+
+def _line_chunks(stream, path: Path, warnings: list[str]):
+    r"""Yield a page's body in pieces of whole lines, about :data:`CHUNK_BYTES` each.
+
+    Old Mac line endings (``\r`` only, told from the first piece) become ``\n``, which
+    Arrow reads. ncu ends every line with a newline: a last line without one (a file cut
+    short) is skipped with a warning. Raises when the body holds no text at all.
+    """
+    rest, mac, seen_text, eof = b"", None, False, False
+    while not eof:
+        parts, size = [rest], len(rest)
+        # At least one read: a line longer than a piece is carried over until it ends.
+        while size < CHUNK_BYTES or len(parts) == 1:
+            data = stream.read(max(CHUNK_BYTES - size, 1 << 20))
+            if not data:
+                eof = True
+                break
+            parts.append(data)
+            size += len(data)
+        buf = b"".join(parts)
+        del parts
+        if mac is None and buf:
+            mac = b"\r" in buf and b"\n" not in buf
+        if mac:
+            buf = buf.replace(b"\r", b"\n")
+        cut = buf.rfind(b"\n") + 1
+        if not eof and cut == 0:
+            rest = buf  # a line longer than a piece (InputStream bounds its length)
+            continue
+        if eof and cut < len(buf) and (seen_text or not buf.isspace()):
+            warnings.append(f"{path.name}: the file ends mid-line (truncated?); its last line "
+                            "was skipped")
+            buf = buf[:cut]
+        piece, rest = (buf, b"") if eof else (buf[:cut], buf[cut:])
+        del buf
+        if piece and not piece.isspace():
+            seen_text = True
+        if piece.strip(b"\r\n"):
+            yield piece
+        del piece
+    if not seen_text:
+        raise ReportParseError(f"{path}: the CSV header has no data rows")
 
 
 def _form(header: list[str]) -> str:
@@ -244,26 +293,12 @@ def _is_nvtx_column(name: str) -> bool:
     return "Domain" in name
 
 
-def _paged(body: bytes, header: list[str], form: str, path: Path,
-           warnings: list[str]) -> Report:
-    """Details and summary pages: one row per (launch, metric), parsed in memory."""
-    if b"\r" in body and b"\n" not in body:
-        body = body.replace(b"\r", b"\n")  # an old Mac's line endings (Arrow reads \r\n)
-    if not body.endswith(b"\n") and not body.isspace() and body:
-        # ncu ends every line with a newline: a missing one means the file was cut short.
-        warnings.append(f"{path.name}: the file ends mid-line (truncated?); its last line was "
-                        "skipped")
-        body = body[: body.rfind(b"\n") + 1]
-    if not body or body.isspace():
-        raise ReportParseError(f"{path}: the CSV header has no data rows")
-    unknown = _unknown_columns(header, _SUMMARY_COLUMNS if form == "summary"
-                               else _DETAILS_COLUMNS)
-    if unknown:
-        warnings.append(f"{path.name}: ignored unknown column(s) "
-                        + ", ".join(repr(c[:40]) for c in unknown[:5])
-                        + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""))
+def _paged(chunks, header: list[str], form: str, path: Path,
+           warnings: list[str], wanted: Iterable[str] | None = None) -> Report:
+    """Details and summary pages: one row per (launch, metric), parsed chunk by chunk."""
     if form == "summary":
-        frame, _, other = _arrow_rows(body, header, len(header), path, warnings)
+        frame, _, other = _arrow_rows(chunks, header, len(header), path)
+        _warn_unknown(header, _SUMMARY_COLUMNS, path, warnings)
         report = _summary(_with_columns(frame, _SUMMARY_COLUMNS), path, warnings)
         _warn_skipped(other, path, warnings)
         return report
@@ -271,12 +306,23 @@ def _paged(body: bytes, header: list[str], form: str, path: Path,
     width = (header.index("Metric Value") + 2
              if "Rule Name" in header and header.index("Metric Value") + 2 < len(header)
              else len(header))
-    frame, long_rows, other = _arrow_rows(body, header, width, path, warnings)
-    report = _details(_with_columns(frame, _DETAILS_COLUMNS - {"Body Item Label"}), long_rows,
-                      header, path, warnings, print_details_all="Body Item Label" in header)
+    frame, rule_rows, other = _arrow_rows(chunks, header, width, path)
+    _warn_unknown(header, _DETAILS_COLUMNS, path, warnings)
+    report = _details(_with_columns(frame, _DETAILS_COLUMNS - {"Body Item Label"}), rule_rows,
+                      header, path, warnings, print_details_all="Body Item Label" in header,
+                      wanted=wanted)
     if "Body Item Label" not in header:  # that form interleaves prose and mini-tables
         _warn_skipped(other, path, warnings)
     return report
+
+
+def _warn_unknown(header: list[str], known: set[str], path: Path, warnings: list[str]) -> None:
+    """Name the columns ignored (after reading: a cut last line is warned about first)."""
+    unknown = _unknown_columns(header, known)
+    if unknown:
+        warnings.append(f"{path.name}: ignored unknown column(s) "
+                        + ", ".join(repr(c[:40]) for c in unknown[:5])
+                        + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""))
 
 
 def _with_columns(frame: pd.DataFrame, columns) -> pd.DataFrame:
@@ -287,53 +333,82 @@ def _with_columns(frame: pd.DataFrame, columns) -> pd.DataFrame:
     return frame
 
 
-def _warn_skipped(lines: list[str], path: Path, warnings: list[str]) -> None:
+def _warn_skipped(lines: tuple[int, str], path: Path, warnings: list[str]) -> None:
     """Name what was skipped: how many lines, and the first one."""
-    if lines:
-        warnings.append(f"{path.name}: skipped {len(lines)} malformed or non-data line(s), "
-                        f"first: {lines[0][:70]!r}")
+    count, first = lines
+    if count:
+        warnings.append(f"{path.name}: skipped {count} malformed or non-data line(s), "
+                        f"first: {first[:70]!r}")
 
 
-def _arrow_rows(body: bytes, header: list[str], width: int, path: Path,
-                warnings: list[str]) -> tuple[pd.DataFrame, list[list[str]], list[str]]:
-    """Parse rows ``width`` fields wide with pyarrow's CSV reader.
+# The rule rows' fields the rule table reads (the rest of a rule row repeats the launch's).
+_RULE_FIELDS = ("ID", "Process ID", "Kernel Name", "Section Name", "Rule Name", "Rule Type",
+                "Rule Description", "Estimated Speedup Type", "Estimated Speedup")
+
+
+def _arrow_rows(chunks, header: list[str], width: int, path: Path,
+                ) -> tuple[pd.DataFrame, dict[str, list[str]], tuple[int, str]]:
+    """Parse rows ``width`` fields wide with pyarrow's CSV reader, one chunk at a time.
 
     Repeated columns (names, sections, units) become categoricals. Rows of the full header
-    width (rule rows) come back parsed, in file order; other lines (prose and inline tables
-    of ``--print-details all``, malformed rows) are returned as text and skipped.
+    width (rule rows) come back as columns of :data:`_RULE_FIELDS`, in file order, each
+    distinct text held once; other lines (prose and inline tables of ``--print-details
+    all``, malformed rows) are counted and skipped (the count and the first line returned).
     """
     names = _unique(header)[:width]
     if width < len(header):
         names[-1] = "_trail"  # metric rows end with one empty field after "Metric Value"
     long_rows: list[str] = []
-    other: list[str] = []
+    other = [0, ""]
 
     def keep_long(row) -> str:
         if row.actual_columns == len(header) and width != len(header):
             long_rows.append(row.text)
         else:
-            other.append(row.text)
+            other[0] += 1
+            other[1] = other[1] if other[0] > 1 else row.text
         return "skip"
 
     value_cols = {"Metric Value", "Minimum", "Maximum", "Average", "_trail"}
     types = {c: (pa.string() if c in value_cols else pa.dictionary(pa.int32(), pa.string()))
              for c in names}
-    try:
-        table = pacsv.read_csv(
-            pa.py_buffer(body),
-            # One thread: the handler collects rule rows, and threads parsing blocks at once
-            # called it out of file order (ncu's rule results came out in a random order).
-            read_options=pacsv.ReadOptions(column_names=names, use_threads=False,
-                                           block_size=_block_size(body)),
-            parse_options=pacsv.ParseOptions(invalid_row_handler=keep_long),
-            convert_options=pacsv.ConvertOptions(column_types=types, strings_can_be_null=False,
-                                                 quoted_strings_can_be_null=False),
-        )
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-        raise _csv_error(path, exc) from None
+    where = {f: header.index(f) for f in _RULE_FIELDS if f in header}
+    rules: dict[str, list[str]] = {f: [] for f in _RULE_FIELDS}
+    seen: dict[str, str] = {}  # one object per distinct text (descriptions repeat)
+    tables = []
+    for chunk in chunks:
+        try:
+            table = pacsv.read_csv(
+                pa.py_buffer(chunk),
+                # One thread: the handler collects rule rows, and threads parsing blocks at
+                # once called it out of file order (ncu's rule results came out in a random
+                # order).
+                read_options=pacsv.ReadOptions(column_names=names, use_threads=False,
+                                               block_size=_block_size(chunk)),
+                parse_options=pacsv.ParseOptions(invalid_row_handler=keep_long),
+                convert_options=pacsv.ConvertOptions(column_types=types,
+                                                     strings_can_be_null=False,
+                                                     quoted_strings_can_be_null=False),
+            )
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            if "Empty CSV" in str(exc):
+                continue  # a chunk of empty lines
+            raise _csv_error(path, exc) from None
+        tables.append(table)
+        for row in csv.reader(long_rows):
+            if len(row) == len(header):
+                for f, column in rules.items():
+                    text = row[where[f]] if f in where else ""
+                    column.append(seen.setdefault(text, text))
+        long_rows.clear()
+    if not tables:
+        raise ReportParseError(f"{path}: the CSV header has no data rows")
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    del tables
     frame = table.to_pandas()
-    rules = list(csv.reader(long_rows))
-    return frame, rules, other
+    del table
+    pa.default_memory_pool().release_unused()
+    return frame, rules, (other[0], other[1])
 
 
 def _block_size(body: bytes) -> int:
@@ -471,6 +546,22 @@ def finish_report(launches: pd.DataFrame, metrics: pd.DataFrame, rules: pd.DataF
                   ncu_rules=rules.reset_index(drop=True), sources=[path_text(path)])
 
 
+def keep_metrics(metrics: pd.DataFrame, wanted: Iterable[str] | None) -> pd.DataFrame:
+    """The rows of ``wanted`` metric names (None: all), unresolved labels and non-numbers.
+
+    Texts that are not numbers stay (the validity lint names every metric exported as
+    ``n/a``), and the first row of every metric name (it tells the sections collected from
+    the names present). Lean reading of a details page or text output, after labels are
+    resolved: the analysis reads ~40% of their rows (a 1 GB page's long table was ~800 MB).
+    """
+    if wanted is None:
+        return metrics
+    names = metrics["metric"]
+    keep = (names.isin(list(wanted)) | names.isna() | metrics["value"].isna()
+            | ~names.duplicated()).to_numpy()
+    return metrics if keep.all() else metrics.iloc[np.flatnonzero(keep)].reset_index(drop=True)
+
+
 def split_metric_names(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """Split "Label (metric_name)" / "metric_name" / "Label" per distinct value."""
     def label_of(v: pd.Series) -> np.ndarray:
@@ -512,8 +603,9 @@ def unit_column(values: pd.Series, units: pd.Series, metric: np.ndarray | None =
     return parsed * factor, base
 
 
-def _details(frame: pd.DataFrame, rule_rows: list[list[str]], header: list[str], path: Path,
-             warnings: list[str], print_details_all: bool) -> Report:
+def _details(frame: pd.DataFrame, rule_rows: dict[str, list[str]], header: list[str],
+             path: Path, warnings: list[str], print_details_all: bool,
+             wanted: Iterable[str] | None = None) -> Report:
     """Details page (any --print-metric-name / --print-units / --print-details variant)."""
     valid = _valid_rows(frame, "ID")
     names = frame["Metric Name"]
@@ -539,7 +631,7 @@ def _details(frame: pd.DataFrame, rule_rows: list[list[str]], header: list[str],
         "metric": metric, "label": label, "unit": units, "value": values,
         "text": frame["Metric Value"].array,
     })
-    metrics = resolve_labels(metrics)[METRIC_COLUMNS]
+    metrics = keep_metrics(resolve_labels(metrics)[METRIC_COLUMNS], wanted)
     rules = _rule_table(rule_rows, header, launches, fmt)
     return finish_report(launches, metrics, rules, path, warnings)
 
@@ -625,13 +717,12 @@ def _in_id_order(frame: pd.DataFrame, launch_of: np.ndarray,
     return rank[launch_of], first[order]
 
 
-def _rule_table(rule_rows: list[list[str]], header: list[str], launches: pd.DataFrame,
+def _rule_table(rule_rows: dict[str, list[str]], header: list[str], launches: pd.DataFrame,
                 fmt: NumberFormat | None = None) -> pd.DataFrame:
     """Ncu's rule rows (the few complete rows of a details export)."""
-    if not rule_rows or "Rule Name" not in header:
+    if not rule_rows["Rule Name"] or "Rule Name" not in header:
         return pd.DataFrame(columns=RULE_COLUMNS)
-    rows = pd.DataFrame([r for r in rule_rows if len(r) == len(header)], columns=_unique(header))
-    rows = _with_columns(rows, _DETAILS_COLUMNS).astype(object)
+    rows = pd.DataFrame(rule_rows, dtype=object)
     rows = rows[rows["Rule Name"].ne("")]
     ident: dict[tuple, list[int]] = {}
     for i, p, n, launch in zip(launches["id"], launches["process_id"], launches["name"],

@@ -170,7 +170,7 @@ def _read_source_page(path: Path) -> Report:
 
 
 # Readers that can keep only some metrics (``metrics=`` names), for lean reading.
-_LEAN_READERS = (read_ncu_rep, read_csv_export)
+_LEAN_READERS = (read_ncu_rep, read_csv_export, read_text_output)
 
 
 def _read_form(path: Path, metrics: Iterable[str] | None = None,

@@ -27,8 +27,9 @@ def label_table() -> pd.DataFrame:
     return table
 
 
-def _codes(values) -> tuple[np.ndarray, int]:
-    codes, uniques = pd.factorize(pd.Series(values).astype(object).fillna(""), sort=False)
+def _codes(values: pd.Series) -> tuple[np.ndarray, int]:
+    # Factorized as stored: as Python objects, a text column of 5.8 M rows was ~1 GB.
+    codes, uniques = pd.factorize(values.fillna(""), sort=False)
     return codes.astype(np.int64), len(uniques)
 
 
@@ -41,7 +42,10 @@ def resolve_labels(metrics: pd.DataFrame) -> pd.DataFrame:
     need = (metrics["metric"].isna() & metrics["label"].notna()).to_numpy()
     if not need.any():
         return metrics
-    sub = metrics.loc[need]
+    # The key columns only, rows taken by position: .loc copied every column (texts too).
+    rows = np.flatnonzero(need)
+    keys = [c for c in ("launch", "section", "body_item", "label") if c in metrics]
+    sub = pd.DataFrame({c: metrics[c].iloc[rows].reset_index(drop=True) for c in keys})
     sec, n_sec = _codes(sub["section"])
     body, n_body = _codes(sub["body_item"]) if "body_item" in sub else (np.zeros(len(sub),
                                                                                np.int64), 1)
@@ -54,16 +58,14 @@ def resolve_labels(metrics: pd.DataFrame) -> pd.DataFrame:
     first = np.zeros(len(uniq), dtype=np.int64)
     first[inverse[::-1]] = np.arange(len(key))[::-1]
     lookup = pd.DataFrame({
-        "section": sub["section"].to_numpy(dtype=object)[first],
-        "body_item": (sub["body_item"].to_numpy(dtype=object)[first] if "body_item" in sub
+        "section": sub["section"].iloc[first].to_numpy(dtype=object),
+        "body_item": (sub["body_item"].iloc[first].to_numpy(dtype=object) if "body_item" in sub
                       else ""),
-        "label": sub["label"].to_numpy(dtype=object)[first],
+        "label": sub["label"].iloc[first].to_numpy(dtype=object),
         "occurrence": occurrence[first],
     })
-    lookup["body_item"] = lookup["body_item"].fillna("")
     found = lookup.merge(label_table(), on=KEY, how="left")["metric"].to_numpy(dtype=object)
-    metrics = metrics.copy()
     column = metrics["metric"].to_numpy(dtype=object).copy()
     column[need] = found[inverse]
-    metrics["metric"] = column
-    return metrics
+    # assign, not copy(): a deep copy took every text again (~100 MB at 150 MB of details).
+    return metrics.assign(metric=column)

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
@@ -77,10 +78,22 @@ def _records(path: Path, request: list[str] | dict | None):
 
     ``request``: the metric names to read (None: all), or ``{"lines": [record, ...]}``.
     """
+    bound = reader_time_bound(path)
     with tempfile.TemporaryFile() as err:  # the native reader logs here, not on our stderr
         proc = subprocess.Popen([sys.executable, str(_CHILD), str(path)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
                                 preexec_fn=_die_with_parent())
+        # A child that hangs (a native reader stuck on a damaged report) is killed: its pipe
+        # then ends, and the loop below stops.
+        stopped = threading.Event()
+
+        def stop() -> None:
+            stopped.set()
+            proc.kill()
+
+        watchdog = threading.Timer(bound, stop)
+        watchdog.daemon = True
+        watchdog.start()
         try:
             proc.stdin.write(json.dumps(request).encode())
             proc.stdin.close()
@@ -98,9 +111,15 @@ def _records(path: Path, request: list[str] | dict | None):
                     yield record
             code = proc.wait()
         finally:
+            watchdog.cancel()
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+        if stopped.is_set() and not done:
+            raise ReportParseError(
+                f"{path}: the ncu_report reader took longer than {bound:.0f} s and was "
+                f"stopped (set {TIMEOUT_ENV} to allow more); analyze its raw export "
+                "(ncu --import R --csv --page raw) instead")
         if not done or code != 0:
             if code is not None and -code in _SENT_FROM_OUTSIDE:
                 raise ReportParseError(
@@ -110,6 +129,37 @@ def _records(path: Path, request: list[str] | dict | None):
                     "analyze its raw export (ncu --import R --csv --page raw)")
             raise ReportParseError(f"{path}: not a readable .ncu-rep (the ncu_report reader "
                                    f"{_how_it_ended(code)}; the file is damaged or truncated)")
+
+
+TIMEOUT_ENV = "NCU_ADVISE_READER_TIMEOUT_S"
+# The default bound of one reader child: generous (a 257 MB report's metrics child took
+# ~10 s on a 2-core machine), so only a hang reaches it, and scaled by the report's size.
+_TIMEOUT_BASE_S = 300.0
+_TIMEOUT_S_PER_MIB = 2.0
+
+
+def reader_time_bound(path: Path) -> float:
+    """Seconds one reader child of ``path`` may run: :data:`TIMEOUT_ENV`, or by file size.
+
+    Raises:
+        ReportParseError: the variable is set to something other than a positive number.
+
+    """
+    given = os.environ.get(TIMEOUT_ENV)
+    if given is not None and given.strip():
+        try:
+            bound = float(given)
+        except ValueError:
+            bound = float("nan")
+        if not bound > 0 or bound == float("inf"):
+            raise ReportParseError(f"{TIMEOUT_ENV}={given[:40]!r}: not a positive number of "
+                                   "seconds")
+        return bound
+    try:
+        mib = path.stat().st_size / (1 << 20)
+    except OSError:
+        mib = 0.0
+    return _TIMEOUT_BASE_S + _TIMEOUT_S_PER_MIB * mib
 
 
 # Signals a reader gets from someone else (the OOM killer, a user, a job scheduler), not

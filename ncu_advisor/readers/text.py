@@ -28,19 +28,28 @@ go to ``session["ncu_messages"]`` as the CSV reader stores them, the latter are 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ..errors import ReportParseError
 from ..report import METRIC_COLUMNS, RULE_COLUMNS, Report
-from .common import read_input_bytes
+from .common import MAX_WHOLE, InputStream
 
 # The details CSV reader's building blocks: one conversion of launches, units and labels for
 # both forms of the details page.
-from .csv_export import decode, finish_report, launch_table, split_metric_names, unit_column
+from .csv_export import (
+    decode,
+    finish_report,
+    keep_metrics,
+    launch_table,
+    split_metric_names,
+    unit_column,
+)
 from .labels import resolve_labels
 
 PROCESS = re.compile(r"^\[(\d+)\] (.+)$")
@@ -130,43 +139,182 @@ class _Launch:
     host: str
     match: re.Match
     nvtx: list[str] = field(default_factory=list)
-    # (section, metric name or label, unit, value) as printed
+    # (section, metric name or label, unit, value) as printed, until the launch ends and
+    # its rows move to the columns of :class:`_Rows`
     metrics: list[tuple[str, str, str, str]] = field(default_factory=list)
-    rules: list[dict] = field(default_factory=list)
+    # (section, type, description, speedup type, speedup): tuples, each distinct text
+    # once (a dict per message was ~650 bytes, 400 MB at 1 GB of text)
+    rules: list[tuple] = field(default_factory=list)
     complete: bool = True
+
+
+class _Rows:
+    """The metric rows of the launches read so far, as Arrow columns grown in blocks.
+
+    A Python tuple of four strings per row was ~300 bytes; at 1 GB of text (5.8 M rows)
+    they and the lines held whole took 9 GB.
+    """
+
+    _BLOCK = 1 << 16  # rows gathered as Python strings (~300 B each) before they move
+
+    def __init__(self) -> None:
+        self.launch: list[np.ndarray] = []
+        self.columns: dict[str, list[pa.Array]] = {c: [] for c in _ROW_FIELDS}
+        self._pending: list[tuple[int, str, str, str, str]] = []
+
+    def add(self, k: int, launch: _Launch) -> None:
+        """Take the rows of kept launch number ``k``."""
+        self._pending.extend((k, *row) for row in launch.metrics)
+        launch.metrics = []
+        if len(self._pending) >= self._BLOCK:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._pending:
+            return
+        k, *fields = zip(*self._pending, strict=True)
+        self.launch.append(np.asarray(k, dtype=np.int64))
+        for name, values in zip(_ROW_FIELDS, fields, strict=True):
+            array = pa.array(values, type=pa.string())
+            # Names, units and sections repeat on every launch: one copy of each.
+            self.columns[name].append(array if name == "value" else array.dictionary_encode())
+        self._pending = []
+
+    def finish(self) -> tuple[np.ndarray, dict[str, pa.ChunkedArray]]:
+        """Every row: the launch numbers and one chunked array per field."""
+        self._flush()
+        launch = np.concatenate(self.launch) if self.launch else np.empty(0, dtype=np.int64)
+        return launch, {name: (pa.chunked_array(chunks) if chunks else pa.chunked_array(
+            [], type=pa.string())) for name, chunks in self.columns.items()}
+
+
+_ROW_FIELDS = ("section", "name", "unit", "value")
 
 
 @dataclass
 class _Parse:
     """The state of one pass over the lines."""
 
-    launches: list[_Launch] = field(default_factory=list)
+    launches: int = 0  # every launch seen, with metric values or not
+    kept: list[_Launch] = field(default_factory=list)  # those with metric values
+    rows: _Rows = field(default_factory=_Rows)
     messages: list[str] = field(default_factory=list)  # ==PROF==/==WARNING== lines
     kernel_warnings: dict[str, int] = field(default_factory=dict)
     other_tables: int = 0
+    texts: dict[str, str] = field(default_factory=dict)  # one object per distinct text
+
+    def done(self, launch: _Launch | None) -> None:
+        """A launch ends: its rows go to the columns (one without rows is counted only)."""
+        if launch is not None and launch.metrics:
+            self.rows.add(len(self.kept), launch)
+            self.kept.append(launch)
 
 
-def read_text_output(path: Path) -> Report:
+class _Lines:
+    """Lines read one at a time with a look ahead (the parser's tables need one line)."""
+
+    def __init__(self, lines) -> None:
+        self._it = iter(lines)
+        self._ahead: list[str] = []
+
+    def next(self) -> str | None:
+        """The next line (None at the end)."""
+        if self._ahead:
+            return self._ahead.pop()
+        return next(self._it, None)
+
+    def peek(self) -> str | None:
+        """The next line, left to be read (None at the end)."""
+        if not self._ahead:
+            line = next(self._it, None)
+            if line is None:
+                return None
+            self._ahead.append(line)
+        return self._ahead[-1]
+
+
+# Bytes decoded and split into lines at a time: the text is never held whole.
+CHUNK_BYTES = 32 << 20
+
+
+class _TextLines:
+    """The lines of a text export, read and decoded in pieces of :data:`CHUNK_BYTES`.
+
+    UTF-16 (PowerShell's ``>``, small files in practice) is decoded whole. After the
+    lines are read: ``empty`` (no byte but white space) and ``cut`` (no final newline:
+    the last line, which may hold half a value, is not given).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.empty, self.cut = path, True, False
+
+    def __iter__(self):
+        path = self.path
+        with InputStream(path, None) as fh:
+            first = fh.read(CHUNK_BYTES)
+            if first.startswith((b"\xff\xfe", b"\xfe\xff")):
+                fh.limit, fh.what = MAX_WHOLE, "the UTF-16 reader"
+                raw = first + fh.read()
+                self.empty = raw.isspace()
+                text = decode(raw, path)
+                del raw
+                self.cut = not text.endswith("\n")
+                lines = text.splitlines()
+                yield from lines[:-1] if self.cut else lines
+                return
+            if b"\x00" in first[:4096]:
+                raise ReportParseError(f"{path}: binary data, not Nsight Compute text output")
+            rest, offset, data = b"", 0, first
+            while True:
+                eof = not data
+                buf = rest + data
+                cut = len(buf) if eof else buf.rfind(b"\n") + 1
+                piece, rest = buf[:cut], buf[cut:]
+                del buf
+                if piece:
+                    self.empty = self.empty and piece.isspace()
+                    if not offset:
+                        text = decode(piece, path)  # a BOM, and the first piece's errors
+                    else:
+                        try:
+                            text = piece.decode("utf-8")
+                        except UnicodeDecodeError as exc:
+                            at = offset + exc.start
+                            raise ReportParseError(
+                                f"{path}: not UTF-8 text (byte 0x{piece[exc.start]:02x} at "
+                                f"offset {at}); re-export it with ncu --csv") from None
+                    offset += len(piece)
+                    lines = text.splitlines()
+                    del text
+                    if eof and not piece.endswith(b"\n"):
+                        self.cut = not self.empty
+                        lines = lines[:-1]
+                    yield from lines
+                    del lines
+                if eof:
+                    return
+                data = fh.read(CHUNK_BYTES)
+
+
+def read_text_output(path: Path, metrics: Iterable[str] | None = None) -> Report:
     """Read ncu's plain-text output (a live run's log or ``ncu --import r.ncu-rep``).
+
+    The file is read in pieces and each launch's rows become columns when it ends, so
+    memory follows the tables built, not the text. ``metrics``: the metric names to keep
+    (None: all; rows of labels that name no known metric are kept too).
 
     Raises:
         ReportParseError: the file is empty, not ncu's text output, or holds no kernel
             results (for example a log of ``==PROF==`` lines only).
 
     """
-    raw = read_input_bytes(path)
-    if not raw or raw.isspace():
-        raise ReportParseError(f"{path}: file is empty")
-    if b"\x00" in raw[:4096] and not raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        raise ReportParseError(f"{path}: binary data, not Nsight Compute text output")
-    text = decode(raw, path)
-    warnings: list[str] = []
-    if not text.endswith("\n"):
-        warnings.append(f"{path.name}: the file ends mid-line (truncated?)")
-    lines = text.splitlines()
-    if warnings:
-        lines = lines[:-1]  # a cut line may hold half a value
+    lines = _TextLines(path)
     parsed = _parse(lines)
+    if lines.empty:
+        raise ReportParseError(f"{path}: file is empty")
+    warnings: list[str] = []
+    if lines.cut:
+        warnings.append(f"{path.name}: the file ends mid-line (truncated?)")
     if not parsed.launches:
         if parsed.messages:
             error = next((m for m in parsed.messages if m.startswith("==ERROR==")), None)
@@ -177,9 +325,9 @@ def read_text_output(path: Path) -> Report:
         raise ReportParseError(
             f"{path}: not Nsight Compute output (no '[pid] process@host' line followed by a "
             "kernel line such as '  name (1, 1, 1)x(32, 1, 1), Context 1, ...')")
-    kept = [launch for launch in parsed.launches if launch.metrics]
-    if len(kept) < len(parsed.launches):
-        warnings.append(f"{path.name}: skipped {len(parsed.launches) - len(kept)} launch(es) "
+    kept = parsed.kept
+    if len(kept) < parsed.launches:
+        warnings.append(f"{path.name}: skipped {parsed.launches - len(kept)} launch(es) "
                         "with no metric values (the file ends inside them?)")
     if not kept:
         other = (" (its tables are not Metric Name / Metric Unit / Metric Value tables: print "
@@ -191,36 +339,37 @@ def read_text_output(path: Path) -> Report:
     if parsed.other_tables:
         warnings.append(f"{path.name}: skipped {parsed.other_tables} table(s) that are not "
                         "Metric Name / Metric Unit / Metric Value tables")
-    report = _report(kept, path, warnings)
+    report = _report(kept, parsed.rows, path, warnings, metrics)
     report.launches["form"] = "text"
-    report.session.update(_session_facts(parsed, len(parsed.launches)))
+    report.session.update(_session_facts(parsed, parsed.launches))
     report.warnings[:0] = warnings
     return report
 
 
-def _parse(lines: list[str]) -> _Parse:
+def _parse(lines) -> _Parse:
     """One pass over the lines: launches with their NVTX, tables and rule messages."""
     out = _Parse()
+    src = _Lines(lines)
     process: tuple[str, str, str] | None = None
     launch: _Launch | None = None
     section = ""
-    i, n = 0, len(lines)
-    while i < n:
-        line = lines[i].rstrip()
-        i += 1
+    while (raw := src.next()) is not None:
+        line = raw.rstrip()
         if not line.startswith(" "):
             m = PROCESS.match(line)
             if m:
                 name, _, host = m[2].rpartition("@")
                 process = (m[1], name or m[2], host if name else "")
+                out.done(launch)
                 launch = None
             elif line.startswith("=="):
                 out.messages.append(line)
             continue  # program output
         m = KERNEL.match(line)
         if m and process is not None:
+            out.done(launch)
             launch = _Launch(*process, match=m)
-            out.launches.append(launch)
+            out.launches += 1
             section = ""
             continue
         if launch is None or not line.startswith("    "):
@@ -231,40 +380,41 @@ def _parse(lines: list[str]) -> _Parse:
         elif body.startswith("Warning: "):
             out.kernel_warnings[body] = out.kernel_warnings.get(body, 0) + 1
         elif body.startswith("NVTX Push/Pop Stack for Thread"):
-            i = _nvtx(lines, i, launch)
+            _nvtx(src, launch)
         elif _RULE_START.match(line):
-            i = _rule(lines, i - 1, launch, section)
-        elif _RULER.match(line) and i < n and not _RULE_START.match(lines[i].rstrip()):
-            i = _table(lines, i - 1, launch, section, out)
+            _rule(src, raw, launch, section, out.texts)
+        elif _RULER.match(line) and (ahead := src.peek()) is not None \
+                and not _RULE_START.match(ahead.rstrip()):
+            _table(src, line, launch, section, out)
+    out.done(launch)
     return out
 
 
-def _nvtx(lines: list[str], i: int, launch: _Launch) -> int:
+def _nvtx(src: _Lines, launch: _Launch) -> None:
     """Read the push/pop stack: domains (6 spaces), ranges (8), messages (10)."""
-    while i < len(lines) and lines[i].startswith("      "):
-        m = _NVTX_RANGE.match(lines[i].strip())
-        if m and lines[i].startswith("        ") and not lines[i].startswith("          "):
+    while (line := src.peek()) is not None and line.startswith("      "):
+        src.next()
+        m = _NVTX_RANGE.match(line.strip())
+        if m and line.startswith("        ") and not line.startswith("          "):
             launch.nvtx.append(m[1])
-        i += 1
-    return i
 
 
-def _rule(lines: list[str], i: int, launch: _Launch, section: str) -> int:
+def _rule(src: _Lines, first_line: str, launch: _Launch, section: str,
+          texts: dict[str, str]) -> None:
     """Read one rule message: the type line, then continuation lines indented 10 spaces."""
-    m = _RULE_START.match(lines[i].rstrip())
+    m = _RULE_START.match(first_line.rstrip())
     kind, first = m[1], m[2].strip()
-    i += 1
     speedup = _SPEEDUP.match(first)
-    raw = [] if speedup else [lines[i - 1]]
-    while i < len(lines) and lines[i].startswith(" " * 10) and lines[i].strip():
-        raw.append(lines[i])
-        i += 1
-    launch.rules.append({
-        "section": section, "type": kind, "description": _join_wrapped(raw),
-        "speedup_type": (speedup[1] or "Global").lower() if speedup else None,
-        "speedup": float(speedup[2]) if speedup else np.nan,
-    })
-    return i
+    raw = [] if speedup else [first_line]
+    while (line := src.peek()) is not None and line.startswith(" " * 10) and line.strip():
+        raw.append(src.next())
+    description = _join_wrapped(raw)
+    launch.rules.append((
+        texts.setdefault(section, section), texts.setdefault(kind, kind),
+        texts.setdefault(description, description),
+        (speedup[1] or "Global").lower() if speedup else None,
+        float(speedup[2]) if speedup else np.nan,
+    ))
 
 
 def _join_wrapped(raw: list[str]) -> str:
@@ -290,38 +440,38 @@ def _spans(ruler: str) -> list[int]:
     return [m.start() for m in re.finditer(r"-+", ruler)]
 
 
-def _table(lines: list[str], i: int, launch: _Launch, section: str, out: _Parse) -> int:
-    """Read a ruled table: ruler, header, ruler, rows, ruler. Returns the next line index."""
-    ruler = lines[i].rstrip()
+def _table(src: _Lines, ruler: str, launch: _Launch, section: str, out: _Parse) -> None:
+    """Read a ruled table (its first ruler read): header, ruler, rows, ruler."""
     starts = _spans(ruler)
 
     def cells(line: str) -> list[str]:
         bounds = [*starts[1:], None]
         return [line[a:b].strip() for a, b in zip(starts, bounds, strict=True)]
 
-    header = cells(lines[i + 1]) if i + 1 < len(lines) else []
-    i += 2
-    if i < len(lines) and lines[i].rstrip() == ruler:
-        i += 1
+    head = src.next()
+    header = cells(head) if head is not None else []
+    if (line := src.peek()) is not None and line.rstrip() == ruler:
+        src.next()
     is_metrics = header == _METRIC_HEADER
     if not is_metrics:
         out.other_tables += 1
-    while i < len(lines):
-        line = lines[i].rstrip()
+    while (raw := src.peek()) is not None:
+        line = raw.rstrip()
         if line == ruler:
-            return i + 1
+            src.next()
+            return
         if not line.startswith("    ") or _RULE_START.match(line) or line[4:].startswith(
                 "Section: "):
-            break  # the table ended without its ruler: a cut file
+            break  # the table ended without its ruler: a cut file (the line is read again)
+        src.next()
         if is_metrics:
             name, unit, value = cells(line)
             launch.metrics.append((section, name, unit, value))
-        i += 1
     launch.complete = False
-    return i
 
 
-def _report(launches: list[_Launch], path: Path, warnings: list[str]) -> Report:
+def _report(launches: list[_Launch], rows: _Rows, path: Path, warnings: list[str],
+            wanted: Iterable[str] | None = None) -> Report:
     """Build the Report tables with the details CSV reader's conversions."""
     first = pd.DataFrame({
         "ID": [str(k) for k in range(len(launches))],
@@ -338,17 +488,19 @@ def _report(launches: list[_Launch], path: Path, warnings: list[str]) -> Report:
     table = launch_table(first, first.columns, path)
     table["nvtx"] = ["/".join(launch.nvtx) or None for launch in launches]
 
-    rows = [(k, *row) for k, launch in enumerate(launches) for row in launch.metrics]
-    frame = pd.DataFrame(rows, columns=["launch", "section", "name", "unit", "value"])
-    label, metric = split_metric_names(frame["name"].astype("category"))
-    values, units = unit_column(frame["value"], frame["unit"].astype("category"),
+    launch_of, columns = rows.finish()
+    names = columns["name"].to_pandas()  # categorical: one conversion per distinct name
+    label, metric = split_metric_names(names)
+    del names
+    values, units = unit_column(columns["value"], columns["unit"].to_pandas(),
                                 np.where(pd.isna(metric), label, metric), path, warnings)
     metrics = pd.DataFrame({
-        "launch": frame["launch"].to_numpy(), "section": frame["section"].to_numpy(),
+        "launch": launch_of, "section": columns["section"].cast(pa.string()).to_pandas().array,
         "body_item": "", "metric": metric, "label": label, "unit": units, "value": values,
-        "text": frame["value"].to_numpy(),
+        "text": columns["value"].to_pandas().array,
     })
-    metrics = resolve_labels(metrics)[METRIC_COLUMNS]
+    del columns
+    metrics = keep_metrics(resolve_labels(metrics)[METRIC_COLUMNS], wanted)
     return finish_report(table, metrics, _rule_table(launches), path, warnings)
 
 
@@ -356,13 +508,14 @@ def _rule_table(launches: list[_Launch]) -> pd.DataFrame:
     """Ncu's rule messages with their rule ids recovered from section and text."""
     records = []
     for k, launch in enumerate(launches):
-        for index, rule in enumerate(launch.rules):
-            section_id = SECTION_IDS.get(rule["section"], rule["section"].replace(" ", ""))
+        for index, (section, kind, description, speedup_type, speedup) in enumerate(
+                launch.rules):
+            section_id = SECTION_IDS.get(section, section.replace(" ", ""))
             records.append({
                 "launch": k, "section": section_id,
-                "rule": rule_id(section_id, rule["description"], index), "type": rule["type"],
-                "title": None, "description": rule["description"],
-                "speedup_type": rule["speedup_type"], "speedup": rule["speedup"],
+                "rule": rule_id(section_id, description, index), "type": kind,
+                "title": None, "description": description,
+                "speedup_type": speedup_type, "speedup": speedup,
             })
     return pd.DataFrame(records, columns=RULE_COLUMNS)
 

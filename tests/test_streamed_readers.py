@@ -1,0 +1,139 @@
+"""The details, summary and text readers read in pieces give the Report a whole read gave.
+
+The readers stream (issue 25: a 1 GB details page took 4 GB, 1 GB of text 9 GB); a capture
+is one piece at the default size, so each is read again in pieces of a few KiB, which cuts
+launches, tables and rule messages across pieces, and the frames must be equal.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ncu_advisor.analysis.metric_use import lean_reading
+from ncu_advisor.cli import analyze as analyze_cli
+from ncu_advisor.cli import main
+from ncu_advisor.errors import ReportParseError
+from ncu_advisor.readers import csv_export, text
+from ncu_advisor.readers.dispatch import _read_form
+
+ROOT = Path(__file__).resolve().parent.parent
+REPORTS = ROOT / "sample_reports"
+
+
+def _streamed_captures() -> list[Path]:
+    """Every capture of the details, summary or text form (one of each name)."""
+    out = []
+    for path in sorted(REPORTS.rglob("*")):
+        name = path.name.removesuffix(".gz")
+        if path.is_file() and (name.endswith(".txt") and name != "host.txt"
+                               or name.endswith(".csv") and ".raw" not in name
+                               and ".source" not in name and ".session" not in name):
+            out.append(path)
+    return out
+
+
+CAPTURES = _streamed_captures()
+
+
+def _read(path: Path, lean: bool):
+    try:
+        form, report = _read_form(path, **(lean_reading() if lean else {}))
+    except ReportParseError as exc:
+        return ("error", str(exc))
+    return (form, report)
+
+
+def _same(a, b) -> None:
+    assert a[0] == b[0]
+    if a[0] == "error":
+        assert a == b
+        return
+    ra, rb = a[1], b[1]
+    pd.testing.assert_frame_equal(ra.launches, rb.launches)
+    pd.testing.assert_frame_equal(ra.metrics, rb.metrics)
+    pd.testing.assert_frame_equal(ra.ncu_rules, rb.ncu_rules)
+    assert ra.session == rb.session and ra.warnings == rb.warnings
+
+
+def test_every_form_has_captures():
+    names = " ".join(p.name for p in CAPTURES)
+    assert ".txt" in names and "details" in names and "summary" in names
+    assert len(CAPTURES) > 30
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: str(p.relative_to(REPORTS)))
+def test_read_in_small_pieces_is_the_same_report(path, monkeypatch):
+    whole = _read(path, lean=False)
+    monkeypatch.setattr(csv_export, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(text, "CHUNK_BYTES", 4096)
+    _same(whole, _read(path, lean=False))
+
+
+def test_a_line_longer_than_a_piece_is_read(tmp_path, monkeypatch):
+    # A rule description of 20 KiB: the piece grows until the line ends (it looped before).
+    src = (REPORTS / "forms" / "forms_app.import.details.csv").read_text()
+    long = re.sub(r'("SOLBottleneck","OPT",")', lambda m: m[1] + "x" * 20000, src, count=1)
+    path = tmp_path / "long.csv"
+    path.write_text(long)
+    whole = _read(path, lean=False)
+    monkeypatch.setattr(csv_export, "CHUNK_BYTES", 4096)
+    _same(whole, _read(path, lean=False))
+    assert any(len(d) > 20000 for d in whole[1].ncu_rules["description"])
+
+
+@pytest.mark.parametrize("name", ["forms_app.import.details.csv", "forms_app.live.full.txt"])
+def test_a_file_cut_mid_line_in_a_later_piece(tmp_path, monkeypatch, name):
+    data = (REPORTS / "forms" / name).read_bytes()
+    path = tmp_path / name
+    path.write_bytes(data[: len(data) * 2 // 3])
+    whole = _read(path, lean=False)
+    monkeypatch.setattr(csv_export, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(text, "CHUNK_BYTES", 4096)
+    cut = _read(path, lean=False)
+    _same(whole, cut)
+    assert any("ends mid-line" in w for w in cut[1].warnings)
+
+
+def _html(args, capsys, tmp_path, name) -> str:
+    out = tmp_path / name
+    assert main(["analyze", *args, "-f", "html", "-o", str(out)]) == 0
+    capsys.readouterr()
+    return re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", "", out.read_text())
+
+
+@pytest.mark.parametrize("capture", ["corpus/torch_decoder_train.raw.csv.gz",
+                                     "forms/forms_app.import.raw.csv"])
+def test_html_of_a_large_input_read_lean_is_the_same(capture, tmp_path, capsys, monkeypatch):
+    # Above the size bound HTML reads lean, and again whole when it lists raw metrics
+    # (a few launches): the page must not change either way.
+    path = str(REPORTS / capture)
+    whole = _html([path], capsys, tmp_path, "whole.html")
+    monkeypatch.setattr(analyze_cli, "HTML_WHOLE_READ_BYTES", 0)
+    assert _html([path], capsys, tmp_path, "lean.html") == whole
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", [p for p in CAPTURES if "summary" not in p.name],
+                         ids=lambda p: str(p.relative_to(REPORTS)))
+def test_a_lean_read_analyzes_as_a_whole_read(path):
+    # Details pages and text are read lean too (only the metrics the analysis uses, with
+    # the rows of non-numbers and the first row of each name): the same JSON and text.
+    from ncu_advisor.analysis.pipeline import analyze
+    from ncu_advisor.readers import read_report
+    from ncu_advisor.render.text import render_text
+
+    outs = []
+    for lean in (False, True):
+        try:
+            report = read_report([path], **(lean_reading() if lean else {}))
+        except ReportParseError as exc:
+            outs.append(str(exc))
+            continue
+        document = analyze(report).to_dict(include_metrics=False)
+        document.pop("generated_at", None)
+        outs.append((document, render_text(document), report.warnings))
+    assert outs[0] == outs[1]
