@@ -12,7 +12,8 @@ of it only; ``scripts/gpu_overhead.sh`` measures the real one.
 It also times ``ncu-advise analyze`` of the same pages per output format (wall clock of the
 whole command, Python start-up included), to show what each format loads.
 
-Usage: ``python benchmarks/bench_wrapper.py [--repeat 5] [--delay 0.1] [--profile-args ...]``.
+Usage: ``python benchmarks/bench_wrapper.py [--repeat 5] [--delay 0.1] [--profile-args=--no-html]
+[--compare ../main]``.
 """
 
 from __future__ import annotations
@@ -31,13 +32,19 @@ ROOT = Path(__file__).resolve().parent.parent
 FAKE_NCU = ROOT / "tests" / "fake_ncu" / "ncu"
 FORMS = ROOT / "sample_reports" / "forms"
 PAGES = [FORMS / "forms_app.import.raw.base.csv", FORMS / "forms_app.import.details.base.csv"]
-STEPS = ("export", "load", "read", "analyze", "render", "write")
+STEPS = ("export", "load", "read", "analyze", "render", "text")
 
 
-def profile_once(work: Path, delay: float, extra: list[str]) -> dict[str, float]:
-    """One ``ncu-advise --all-launches`` run under the fake ncu; its ``timings_s`` and wall."""
+def profile_once(work: Path, delay: float, extra: list[str],
+                 tree: Path | None = None) -> dict[str, float]:
+    """One ``ncu-advise --all-launches`` run under the fake ncu; its ``timings_s`` and wall.
+
+    ``tree``: another checkout whose ``ncu_advisor`` to run (first on ``PYTHONPATH``).
+    """
     out = work / "report"
     env = {**os.environ, "NCU": str(FAKE_NCU), "FAKE_NCU_DELAY": str(delay)}
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(tree), env.get("PYTHONPATH", "")])
     env.pop("FAKE_NCU_MODE", None)
     started = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "ncu_advisor.cli", "-o", str(out),
@@ -50,7 +57,17 @@ def profile_once(work: Path, delay: float, extra: list[str]) -> dict[str, float]
     timings["wall"] = wall
     timings["after_ncu"] = sum(v for k, v in timings.items()
                                if k not in ("ncu", "census", "wall"))
+    # What the whole command took beyond ncu: Python's start, the CLI, writing the files.
+    timings["wall_minus_ncu"] = wall - timings["ncu"] - timings.get("census", 0.0)
     return timings
+
+
+def print_runs(title: str, runs: list[dict[str, float]]) -> None:
+    print(title)
+    keys = [k for k in ("ncu", *STEPS, "after_ncu", "wall_minus_ncu", "wall") if k in runs[0]]
+    keys += [k for k in runs[0] if k not in keys]
+    for key in keys:
+        print(f"  {key:14s} {summary([r.get(key, 0.0) for r in runs])}")
 
 
 def analyze_once(fmt: str) -> float:
@@ -74,18 +91,24 @@ def main() -> None:
     parser.add_argument("--profile-args", nargs="*", default=[],
                         help="more ncu-advise options, e.g. --no-html")
     parser.add_argument("--no-analyze", action="store_true", help="skip the analyze timings")
+    parser.add_argument("--compare", type=Path, metavar="TREE",
+                        help="another checkout (e.g. a git worktree of main): its runs "
+                        "alternate with this one's, same machine load for both")
     opts = parser.parse_args()
 
-    runs = []
+    runs: list[dict[str, float]] = []
+    other: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="bench-wrapper-") as tmp:
         for _ in range(opts.repeat):
+            if opts.compare is not None:
+                other.append(profile_once(Path(tmp), opts.delay, [], opts.compare.resolve()))
             runs.append(profile_once(Path(tmp), opts.delay, opts.profile_args))
-    print(f"ncu-advise --all-launches {' '.join(opts.profile_args)} /bin/true under the fake "
-          f"ncu (9 launches of forms_app), {opts.repeat} runs: median (min-max) s")
-    keys = [k for k in ("ncu", *STEPS, "after_ncu", "wall") if k in runs[0]]
-    keys += [k for k in runs[0] if k not in keys]
-    for key in keys:
-        print(f"  {key:10s} {summary([r.get(key, 0.0) for r in runs])}")
+    what = (f"ncu-advise --all-launches {' '.join(opts.profile_args)} /bin/true under the fake "
+            f"ncu (9 launches of forms_app), {opts.repeat} runs: median (min-max) s")
+    if other:
+        print_runs(f"{opts.compare} (alternating): {what.replace(' '.join(opts.profile_args), '')}",
+                   other)
+    print_runs(f"{ROOT}: {what}", runs)
     if opts.no_analyze:
         return
     print(f"ncu-advise analyze (raw + details pages of forms_app), {opts.repeat} runs, wall s")
