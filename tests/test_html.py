@@ -432,3 +432,24 @@ def test_raw_metric_rows_are_escaped_like_template_cells():
     assert labelled.count("<tr>") == 2 and labelled.endswith("</tr>\n")
     plain = _metric_rows(rows, labelled=False)
     assert isinstance(plain, Markup) and "S&amp;T" not in plain
+
+
+def test_metric_list_is_the_record_wise_one():
+    """contract._metric_list builds the raw metrics column by column (issue 24); the values and
+    their Python types are those of the record-wise build it replaced."""
+    from ncu_advisor import read_report
+    from ncu_advisor.analysis.contract import _metric_list
+    from ncu_advisor.json_text import strict
+
+    forms = ROOT / "sample_reports" / "forms"
+    for name in ("forms_app.import.raw.base.csv", "forms_app.import.details.base.csv"):
+        metrics = read_report(forms / name).metrics
+        part = metrics[metrics["launch"] == 1]
+        cols = ["section", "metric", "label", "unit", "value", "text"]
+        unique = part.drop_duplicates(subset=["metric", "label", "section"])
+        expected = [strict(r) for r in unique[cols].astype(object).where(
+            unique[cols].notna(), None).to_dict("records")]
+        got = _metric_list(part)
+        assert got == expected
+        assert [[type(v) for v in r.values()] for r in got] == [
+            [type(v) for v in r.values()] for r in expected]
