@@ -60,7 +60,7 @@ timed() {  # timed PROGRAM MODE REP DIR COMMAND...: run it, add a line to runs.t
   printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$program" "$mode" "$rep" "$(since $t0)" "$rc" "$dir" \
     >> $W/runs.tsv
   log "$program $mode $rep: exit $rc, $(tail -1 $W/runs.tsv | cut -f4) s"
-  rm -f "$dir"/*.ncu-rep 2>/dev/null  # keep the disk free; the bare run's report stays
+  [ -n "$dir" ] && rm -f "$dir"/*.ncu-rep  # keep the disk free; the bare run's report stays
   return 0
 }
 
