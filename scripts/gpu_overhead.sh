@@ -45,7 +45,7 @@ limit() {  # seconds one command may take: what is left before the deadline, at 
 finish_stage() {  # summary and archive after every stage
   python3 scripts/overhead_summary.py $W "$OUT" > $W/logs/summary.stdout 2>&1 \
     || log "summary failed: $(tail -1 $W/logs/summary.stdout)"
-  (cd "$W" && tar cJf "$OUT/$ARCHIVE" --exclude='*.ncu-rep' --exclude='*.csv' \
+  (cd "$W" && tar cJf "$OUT/$ARCHIVE" --exclude='*.ncu-rep' --exclude='exports/*.csv' --exclude='runs/*.csv' \
     --exclude='report.html' logs runs exports filter runs.tsv exports.tsv 2>/dev/null)
   log "stage $1 done"
 }
