@@ -207,3 +207,42 @@ def test_ctrl_c_during_the_census_exits_130(fake, tmp_path, monkeypatch):
     finally:
         timer.cancel()
     assert exc.value.exit_code == 130 and "census" in str(exc.value)
+
+
+def test_the_first_depth_report_is_exported_while_the_second_run_runs(fake, tmp_path,
+                                                                      monkeypatch):
+    """Two depth runs: the first report's CSV export overlaps the second run (issue 24)."""
+    import time
+
+    from ncu_advisor.profiling import run as run_module
+
+    def two_runs(found, coverage=census.DEFAULT_COVERAGE):
+        plan = real_plan(found, coverage)
+        plan.runs = [plan.runs[0], ["--filter-mode", "per-launch-config", "-c", "2",
+                                    "-k", "regex:^(saxpy)$"]]
+        return plan
+
+    real_plan = census.plan_depth
+    events: list[tuple[str, float]] = []
+    real_pass, real_export = run_module._run_pass, run_module.export_csvs
+
+    def timed_pass(*args, **kwargs):
+        done = real_pass(*args, **kwargs)
+        events.append((f"pass {done.rep.name}", time.monotonic()))
+        return done
+
+    def timed_export(ncu, rep):
+        events.append((f"export starts {Path(rep).name}", time.monotonic()))
+        return real_export(ncu, rep)
+
+    monkeypatch.setattr(census, "plan_depth", two_runs)
+    monkeypatch.setattr(run_module, "_run_pass", timed_pass)
+    monkeypatch.setattr(run_module, "export_csvs", timed_export)
+    monkeypatch.setenv("FAKE_NCU_DELAY", "0.2")  # the second run: 2 saxpy launches, >= 1.2 s
+    result = run_profile(PY, ["-c", "pass"], out_dir=tmp_path / "out", progress=False)
+    order = [name for name, _ in sorted(events, key=lambda e: e[1])]
+    assert order.index("export starts python3.ncu-rep") < order.index(
+        "pass python3.depth2.ncu-rep")
+    assert len(result.more_pages) == 2 and result.raw_csv.is_file()
+    # The fake answers both runs with forms_app's capture; exports of one capture merge.
+    assert len(read_profiled(result).launches) == 9

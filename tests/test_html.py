@@ -415,3 +415,41 @@ def test_roofline_labels_never_overlap_or_leave_the_plot():
         assert a[0] >= frame.x0 and a[2] <= frame.x1 and a[1] >= frame.y0 and a[3] <= frame.y1
         for b in boxes[i + 1:]:
             assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3])
+
+
+def test_raw_metric_rows_are_escaped_like_template_cells():
+    """The raw-metrics rows are built in Python (issue 24: the template loop was most of a
+    small run's page time); each cell is escaped as the template escaped it."""
+    from markupsafe import Markup
+
+    from ncu_advisor.render.html_view import MetricRow, _metric_rows
+
+    rows = [MetricRow(metric="a<b", section="S&T", label="'x\"", unit="byte", value=2048.0),
+            MetricRow(metric="m", section=None, label=None, unit=None, value="n/a <x>")]
+    labelled = str(_metric_rows(rows, labelled=True))
+    assert labelled.startswith("<tr><td>a&lt;b</td><td>S&amp;T</td><td>&#39;x&#34;</td><td>")
+    assert "<td>n/a &lt;x&gt;</td><td></td></tr>\n" in labelled
+    assert labelled.count("<tr>") == 2 and labelled.endswith("</tr>\n")
+    plain = _metric_rows(rows, labelled=False)
+    assert isinstance(plain, Markup) and "S&amp;T" not in plain
+
+
+def test_metric_list_is_the_record_wise_one():
+    """contract._metric_list builds the raw metrics column by column (issue 24); the values and
+    their Python types are those of the record-wise build it replaced."""
+    from ncu_advisor import read_report
+    from ncu_advisor.analysis.contract import _metric_list
+    from ncu_advisor.json_text import strict
+
+    forms = ROOT / "sample_reports" / "forms"
+    for name in ("forms_app.import.raw.base.csv", "forms_app.import.details.base.csv"):
+        metrics = read_report(forms / name).metrics
+        part = metrics[metrics["launch"] == 1]
+        cols = ["section", "metric", "label", "unit", "value", "text"]
+        unique = part.drop_duplicates(subset=["metric", "label", "section"])
+        expected = [strict(r) for r in unique[cols].astype(object).where(
+            unique[cols].notna(), None).to_dict("records")]
+        got = _metric_list(part)
+        assert got == expected
+        assert [[type(v) for v in r.values()] for r in got] == [
+            [type(v) for v in r.values()] for r in expected]

@@ -382,3 +382,63 @@ def test_an_empty_details_page_does_not_lose_the_run(tmp_path, monkeypatch, caps
     assert len(data["kernels"]) == 9
     assert any("details.csv could not be read and was left out" in w for w in data["warnings"])
     assert "left out" in captured.err
+
+
+# --------------------------------------------------------------------------- fixed cost (issue 24)
+
+
+def test_no_html_writes_no_page_and_loads_no_html_renderer(tmp_path):
+    """--no-html: report.json and the text only; neither jinja2 nor matplotlib is imported."""
+    import subprocess
+
+    code = ("import sys; from ncu_advisor.cli.app import main; "
+            "code = main(['-o', 'out', '--all-launches', '--no-html', '--', sys.executable, "
+            "'-c', 'pass']); "
+            "print('LOADED', sorted(m for m in ('jinja2', 'matplotlib', 'ncu_advisor.render.html') "
+            "if m in sys.modules)); sys.exit(code)")
+    proc = subprocess.run([PY, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "LOADED []" in proc.stdout
+    out = tmp_path / "out"
+    assert not (out / "report.html").exists()
+    data = json.loads((out / "report.json").read_text())
+    assert len(data["kernels"]) == 9
+    assert "render" not in data["session"]["timings_s"]
+    assert "text" in data["session"]["timings_s"]
+    assert "wrote out/report.json\n" in proc.stderr
+
+
+def test_the_default_still_writes_the_page(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["-o", "out", "--all-launches", "--", PY, "-c", "pass"]) == 0
+    assert (tmp_path / "out" / "report.html").read_text().startswith("<!DOCTYPE html>")
+    timings = json.loads((tmp_path / "out" / "report.json").read_text())["session"]["timings_s"]
+    assert {"export", "read", "analyze", "render", "text"} <= set(timings)
+
+
+def test_the_warm_up_pays_the_first_read_and_page_costs_during_ncu():
+    """What runs beside ncu: the rules, the lean read's metric names, every page template."""
+    from ncu_advisor.analysis import metric_use
+    from ncu_advisor.cli.profile import _load_analysis
+    from ncu_advisor.render import html
+
+    metric_use.analysis_metrics.cache_clear()
+    html.environment.cache_clear()
+    rules = _load_analysis(None, True)
+    assert rules and metric_use.analysis_metrics.cache_info().currsize == 1
+    env = html.environment()
+    compiled = set(env.cache)  # jinja2's own cache of compiled templates
+    assert len(compiled) == len(env.list_templates())
+    from ncu_advisor import analyze, read_report
+
+    data = analyze(read_report(ROOT / "sample_reports" / "forms"
+                               / "forms_app.import.raw.base.csv")).to_dict()
+    html.render_html(data)
+    assert set(env.cache) == compiled  # rendering the page compiled nothing more
+
+
+def test_the_environment_is_built_once():
+    from ncu_advisor.render.html import environment
+
+    assert environment() is environment()

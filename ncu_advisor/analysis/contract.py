@@ -72,8 +72,17 @@ def _metric_list(frame: pd.DataFrame | None) -> list[dict]:
         return []
     cols = ["section", "metric", "label", "unit", "value", "text"]
     frame = frame.drop_duplicates(subset=["metric", "label", "section"])
-    records = frame[cols].astype(object).where(frame[cols].notna(), None).to_dict("records")
-    return [strict(r) for r in records]
+    # Column by column, then zipped: thousands of metrics per launch under --set full, where
+    # a record-wise to_dict and a strict() walk per record took 0.2 s for 9 launches.
+    columns = [_plain_values(frame[c]) for c in cols]
+    return [dict(zip(cols, row, strict=True)) for row in zip(*columns, strict=True)]
+
+
+def _plain_values(column: pd.Series) -> list:
+    """A column as JSON-safe Python values: missing, NaN and infinity as None."""
+    if pd.api.types.is_float_dtype(column.dtype):
+        return [v if math.isfinite(v) else None for v in column.to_numpy(dtype=float).tolist()]
+    return [strict(v) for v in column.astype(object).where(column.notna(), None).tolist()]
 
 
 SCHEMA_VERSION = 1

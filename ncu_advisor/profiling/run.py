@@ -100,7 +100,8 @@ class ProfileResult:
         passes: Replay passes of each profiled kernel, as ncu reported them.
         interrupted: The run was stopped with Ctrl-C; the report covers what was profiled.
         timings: Seconds spent: ``ncu`` (the program under ncu for the depth step),
-            ``census`` (the census run), ``export`` (CSV pages).
+            ``census`` (the census run), ``export`` (CSV pages: what the wrapper waited for;
+            a first depth report is exported while a second depth run runs).
         log_path: ncu's own messages (``--log-file``), kept beside the report.
         plan: The census and the shapes deep-profiled (None when every launch was profiled).
         more_pages: The CSV pages of a second depth run, read with the first.
@@ -374,6 +375,7 @@ def run_profile(
             on_plan(plan.summary())
 
     passes: list[_Pass] = []
+    first_export: Future[tuple[Path, Path]] | None = None
     for i, filters in enumerate(depth_runs):
         target = rep if i == 0 else out / f"{stem}.depth{i + 1}.ncu-rep"
         try:
@@ -388,6 +390,10 @@ def run_profile(
             break
         if passes[-1].interrupted:
             break
+        if i == 0 and len(depth_runs) > 1:
+            # Two depth runs are always exported (one report cannot hold both): the first
+            # report's export runs beside the second run, which needs the GPU, not the CPU.
+            first_export = in_background(export_csvs, ncu_path, passes[0].rep)
     first = passes[0]
     rep = first.rep
     timings["ncu"] = sum(p.seconds for p in passes)
@@ -403,9 +409,10 @@ def run_profile(
     raw_csv = details_csv = None
     extra_pages: list[Path] = []
     kernels = sum(len(p.output.passes) or len(p.output.kernels) for p in passes)
-    if export_csv or not can_read_ncu_rep() or len(passes) > 1:
-        started = time.monotonic()
-        raw_csv, details_csv = export_csvs(ncu_path, rep)
+    if export_csv or not can_read_ncu_rep() or len(passes) > 1 or first_export is not None:
+        started = time.monotonic()  # with a second run: what of the export it did not hide
+        raw_csv, details_csv = (first_export.result() if first_export is not None
+                                else export_csvs(ncu_path, rep))
         for more in passes[1:]:
             extra_pages += list(export_csvs(ncu_path, more.rep))
         timings["export"] = time.monotonic() - started
