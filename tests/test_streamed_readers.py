@@ -137,3 +137,21 @@ def test_a_lean_read_analyzes_as_a_whole_read(path):
         document.pop("generated_at", None)
         outs.append((document, render_text(document), report.warnings))
     assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("fmt", ["json", "text", "html"])
+def test_which_outputs_read_lean(fmt, tmp_path, monkeypatch, capsys):
+    # JSON and text always read lean; HTML only above its size bound (a raw-metric listing).
+    from ncu_advisor import readers
+
+    seen = []
+    real = readers.read_report
+
+    def spy(paths, **kwargs):
+        seen.append("metrics" in kwargs)
+        return real(paths, **kwargs)
+
+    monkeypatch.setattr(readers, "read_report", spy)
+    path = REPORTS / "corpus" / "torch_decoder_train.raw.csv.gz"
+    assert main(["analyze", str(path), "-f", fmt, "-o", str(tmp_path / "out")]) == 0
+    assert seen == [fmt != "html"]

@@ -114,8 +114,8 @@ def _analyze(paths, names, format, output, kernel, nvtx, top, wide, color, rules
     # HTML lists them for a few launches only: a large input is read lean, and read again
     # whole if it holds that few (a 1 GB raw page read whole for HTML took 4.9 GB).
     may_list = include_metrics is None and format is OutputFormat.html
-    lean = include_metrics is False or (
-        may_list and _input_bytes(paths) > HTML_WHOLE_READ_BYTES)
+    lean = include_metrics is False or (include_metrics is None and (
+        format is not OutputFormat.html or _input_bytes(paths) > HTML_WHOLE_READ_BYTES))
     with file_progress() as progress:
         report = read_report(paths, progress=progress, **(lean_reading() if lean else {}))
     if lean and may_list and len(report.launches) <= HTML_METRICS_LIMIT:

@@ -45,7 +45,8 @@ def resolve_labels(metrics: pd.DataFrame) -> pd.DataFrame:
     # The key columns only, rows taken by position: .loc copied every column (texts too).
     rows = np.flatnonzero(need)
     keys = [c for c in ("launch", "section", "body_item", "label") if c in metrics]
-    sub = pd.DataFrame({c: metrics[c].iloc[rows].reset_index(drop=True) for c in keys})
+    sub = (metrics[keys].reset_index(drop=True) if len(rows) == len(metrics) else
+           pd.DataFrame({c: metrics[c].iloc[rows].reset_index(drop=True) for c in keys}))
     sec, n_sec = _codes(sub["section"])
     body, n_body = _codes(sub["body_item"]) if "body_item" in sub else (np.zeros(len(sub),
                                                                                np.int64), 1)
@@ -65,7 +66,10 @@ def resolve_labels(metrics: pd.DataFrame) -> pd.DataFrame:
         "occurrence": occurrence[first],
     })
     found = lookup.merge(label_table(), on=KEY, how="left")["metric"].to_numpy(dtype=object)
-    column = metrics["metric"].to_numpy(dtype=object).copy()
-    column[need] = found[inverse]
+    if need.all():  # labels only (the default details page, text): no copy of the names
+        column = found[inverse]
+    else:
+        column = metrics["metric"].to_numpy(dtype=object).copy()
+        column[need] = found[inverse]
     # assign, not copy(): a deep copy took every text again (~100 MB at 150 MB of details).
     return metrics.assign(metric=column)
