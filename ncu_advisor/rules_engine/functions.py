@@ -111,6 +111,14 @@ def _plausible_link(a, b) -> bool:
     return _same_shape(a, b) and not _versions(str(a.short_name), str(b.short_name))
 
 
+def _busy_pct(q: pd.DataFrame) -> np.ndarray:
+    """Each row's busier of memory and compute throughput (% of peak; NaN where unknown)."""
+    def column(name: str) -> np.ndarray:
+        return (q[name].to_numpy(dtype="float64") if name in q
+                else np.full(len(q), np.nan))
+    return np.fmax(column("mem_pct"), column("sm_pct"))
+
+
 def _versions(a: str, b: str) -> bool:
     """Whether two kernel names read as versions of one operation, not two steps of one.
 
@@ -306,8 +314,7 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
     if skipped:
         return [], [skipped]
     q = quantities.reindex(launches["launch"])
-    busy = np.fmax(q["mem_pct"].to_numpy(dtype="float64"),
-                   q["sm_pct"].to_numpy(dtype="float64"))
+    busy = _busy_pct(q)
     busy_of = dict(zip(q.index.tolist(), busy.tolist(), strict=True))
     share_of = q["time_share_pct"].to_dict()
     rows = {int(r.launch): r for r in launches.itertuples(index=False)}
@@ -432,9 +439,7 @@ def short_launches(rule: Rule, quantities: pd.DataFrame,
 def _few_us_idle(quantities: pd.DataFrame, launches: pd.DataFrame,
                  candidates: np.ndarray) -> np.ndarray:
     """Launches under twice the host's launch cost whose busiest unit is below its roof."""
-    q = quantities.reindex(launches["launch"])
-    busy = np.fmax(q.get("mem_pct", pd.Series(np.nan, index=q.index)).to_numpy(dtype="float64"),
-                   q.get("sm_pct", pd.Series(np.nan, index=q.index)).to_numpy(dtype="float64"))
+    busy = _busy_pct(quantities.reindex(launches["launch"]))
     durations = launches["duration_ns"].to_numpy(dtype="float64")
     with np.errstate(invalid="ignore"):
         return candidates & (durations < 2 * HOST_LAUNCH_NS) & (busy < LATENCY_THRESHOLD_PCT)
