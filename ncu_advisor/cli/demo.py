@@ -147,7 +147,7 @@ def _profile_demo(name: str) -> None:
     demos.get_demo(name)
     out_dir = Path(tempfile.mkdtemp(prefix=f"ncu-advise-demo-{name}-"))
     result = run_profile(sys.executable, ["-m", "ncu_advisor.demos", "once", name],
-                         out_dir=out_dir, extra=("--profile-from-start", "off"))
+                         out_dir=out_dir, extra=("--profile-from-start", "off"), nvtx=True)
     warn(result.warnings)
     report = read_profiled(result)
     typer.echo(render_text(run_analysis(report).to_dict()))

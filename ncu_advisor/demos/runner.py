@@ -362,9 +362,10 @@ def time_all(
 def profile_once(name: str, size: str = "default") -> list[str]:
     """Run each variant once inside a ``cudaProfilerStart``/``Stop`` range.
 
-    Meant for ``ncu --profile-from-start off``: setup, compilation, reference data and one
-    warm-up run of every variant happen outside the range, so the profile holds exactly the
-    bad launches, then the good ones, then any extras, in that order.
+    Meant for ``ncu --profile-from-start off --nvtx``: setup, compilation, reference data and
+    one warm-up run of every variant happen outside the range, so the profile holds exactly
+    the bad launches, then the good ones, then any extras, in that order, each variant in an
+    NVTX range named ``DEMO/ROLE:FUNCTION`` (``math-rewrite/bad:run_bad``).
 
     Returns:
         The kernel names launched inside the profiled range, in order.
@@ -381,7 +382,15 @@ def profile_once(name: str, size: str = "default") -> list[str]:
         cp.cuda.profiler.start()
         try:
             for variant in demo.variants:
-                _runner(launcher, variant)(state, 0)
+                # One NVTX range per variant (``ncu --nvtx`` records it): the variants are
+                # alternatives, not steps of one computation, and the range says so to a
+                # reader of the report and to the chain rules, which do not link launches
+                # across ranges.
+                cp.cuda.nvtx.RangePush(f"{demo.name}/{variant.role}:{variant.run}")
+                try:
+                    _runner(launcher, variant)(state, 0)
+                finally:
+                    cp.cuda.nvtx.RangePop()
             cp.cuda.Device().synchronize()
         finally:
             cp.cuda.profiler.stop()
