@@ -13,7 +13,7 @@ export PYTHONUNBUFFERED=1
 wheels
 host_facts > $W/logs/host.txt 2>&1
 C="--clock-control none"
-for n in $(python3 -m ncu_advisor.demos list | awk '{print $1}'); do
+for n in $(python3 -m ncu_advisor.demos list | awk '/^[^ \t]/ {print $1}'); do
   log "profile $n"
   timeout 120 ncu --set full $C --nvtx --profile-from-start off -f -o /tmp/$n \
       python3 -m ncu_advisor.demos once $n > $W/logs/$n.ncu.log 2>&1

@@ -93,6 +93,23 @@ def test_steps_of_one_computation_still_chain_and_the_fused_version_does_not_joi
         ["fusion_scale_shift", "fusion_relu", "fusion_add_residual"]]
 
 
+def test_no_chain_links_two_variants_of_a_demo_in_the_readme_run():
+    # The README's first command analyzes every demo at once. Each variant runs in its own
+    # NVTX range (DEMO/ROLE:FUNCTION); a chain or multi-pass finding that spans two ranges would
+    # tell a teacher to fuse the bad kernel with its own fix (math-rewrite's row_normalize ->
+    # online_softmax was one, medium, before the ranges).
+    demos = Path(__file__).parent.parent / "sample_reports" / "demos"
+    analysis = analysis_cached(demos)
+    ranges = analysis.report.launches.set_index("launch")["nvtx"]
+    assert ranges.notna().all()
+    spans = {f.rule: [] for f in analysis.findings}
+    for f in analysis.findings:
+        if f.rule in ("fusion.memory-bound-chain", "math-rewrite.multi-pass"):
+            spans[f.rule].append({ranges[i] for i in f.launch_ids})
+    assert spans["fusion.memory-bound-chain"] == [{"fusion/bad:run_bad"}]
+    assert spans["math-rewrite.multi-pass"] == [{"math-rewrite/bad:run_bad"}]
+
+
 def test_batch_norm_and_the_relu_after_it_are_one_eager_chain():
     # Eager CNN step: cuDNN's batch norm writes 67 MB that the next ReLU re-reads; inductor
     # generates the norm and fuses the ReLU into it (the saving is the ReLU, not the norm).
