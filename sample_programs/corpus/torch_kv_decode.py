@@ -1,6 +1,6 @@
 """One decode step of a small GPT-style model in bf16 with a KV cache that grows every token.
 
-Batch of 4 sequences, 4 layers, d_model 2048, 16 heads, 8192 cached positions at the start.
+Batch of 4 sequences, 4 layers, d_model 2048, 16 heads, 12288 cached positions at the start.
 Each layer's cache is grown with ``torch.cat`` on every token, the way many hand-written
 generation loops do it (a new, one-longer tensor each step: the whole cache is copied).
 ``--prealloc`` allocates the cache once at its final length and writes the new key and value
@@ -22,7 +22,7 @@ p.add_argument("--prealloc", action="store_true",
 args = p.parse_args()
 torch.manual_seed(0)
 dev, dt = DEV, torch.bfloat16
-B, D, H, LAYERS, V, PAST = 4, 2048, 16, 4, 32000, 8192
+B, D, H, LAYERS, V, PAST = 4, 2048, 16, 4, 32000, 12288
 HD = D // H
 MAXLEN = PAST + args.warmup + max(args.time, 1) + 1     # every token this run will decode
 
