@@ -224,6 +224,20 @@ def number_format(text, where: str = "input") -> NumberFormat:
         ReportParseError: values of both kinds: the file mixes two formats.
 
     """
+    return told_format(text, where) or DECIMAL_POINT
+
+
+def told_format(text, where: str = "input") -> NumberFormat | None:
+    """The number format the value texts show, or None when none of them decides it.
+
+    For readers that build their tables block by block: a block of values such as
+    ``1,234`` only waits for a block that tells (:func:`number_format` takes the decimal
+    point then).
+
+    Raises:
+        ReportParseError: values of both kinds: the file mixes two formats.
+
+    """
     from ..errors import ReportParseError
 
     arr = _as_string_array(text)
@@ -246,7 +260,7 @@ def number_format(text, where: str = "input") -> NumberFormat:
                 f"point, and {_first(arr, comma_only)!r}, a decimal comma); re-export it "
                 "with ncu in one locale (LC_ALL=C)")
         return DECIMAL_COMMA
-    return DECIMAL_POINT
+    return DECIMAL_POINT if pc.any(point_only).as_py() else None
 
 
 def parse_numbers(text: pd.Series | np.ndarray | pa.Array, fmt: NumberFormat | None = None,
