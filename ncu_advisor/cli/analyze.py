@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -114,7 +113,6 @@ def _analyze(paths, names, format, output, kernel, nvtx, top, wide, color, rules
     # Without the raw-metric listing, read only the metrics the analysis uses (lean).
     # HTML lists them for a few launches only: a large input is read lean, and read again
     # whole if it holds that few (a 1 GB raw page read whole for HTML took 4.9 GB).
-    _system_arrow_pool()
     may_list = include_metrics is None and format is OutputFormat.html
     lean = include_metrics is False or (include_metrics is None and (
         format is not OutputFormat.html or _input_bytes(paths) > HTML_WHOLE_READ_BYTES))
@@ -174,19 +172,6 @@ def _analyze(paths, names, format, output, kernel, nvtx, top, wide, color, rules
     warn(report.warnings)
     if output is not None:
         typer.echo(f"wrote {output}", err=True)
-
-
-def _system_arrow_pool() -> None:
-    """Take Arrow's buffers from the C library's allocator (``ARROW_DEFAULT_MEMORY_POOL`` wins).
-
-    Arrow's own (mimalloc) kept the pages of the blocks a streamed read frees: 60 MB more
-    at the peak of 150 MB of text output, ~0.4 GB at 1 GB; glibc's are handed back by
-    ``release_freed_memory`` (malloc_trim).
-    """
-    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
-        import pyarrow as pa
-
-        pa.set_memory_pool(pa.system_memory_pool())
 
 
 # Inputs up to this size are read whole for HTML (its raw-metric listing, up to
