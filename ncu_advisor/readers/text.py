@@ -549,19 +549,32 @@ def _report(launches: list[_Launch], rows: _Rows, path: Path, warnings: list[str
 
 
 def _rule_table(launches: list[_Launch]) -> pd.DataFrame:
-    """Ncu's rule messages with their rule ids recovered from section and text."""
-    records = []
+    """Ncu's rule messages with their rule ids recovered from section and text.
+
+    Built column by column: a dict per message was ~400 bytes, 260 MB for the 653,136
+    messages of 1 GB of text.
+    """
+    columns: dict[str, list] = {c: [] for c in RULE_COLUMNS}
+    ids: dict[tuple[str, str, int], str] = {}  # rule_id per (section, description, index)
     for k, launch in enumerate(launches):
         for index, (section, kind, description, speedup_type, speedup) in enumerate(
                 launch.rules):
             section_id = SECTION_IDS.get(section, section.replace(" ", ""))
-            records.append({
-                "launch": k, "section": section_id,
-                "rule": rule_id(section_id, description, index), "type": kind,
-                "title": None, "description": description,
-                "speedup_type": speedup_type, "speedup": speedup,
-            })
-    return pd.DataFrame(records, columns=RULE_COLUMNS)
+            key = (section_id, description, index)
+            rule = ids.get(key)
+            if rule is None:
+                rule = ids[key] = rule_id(section_id, description, index)
+            columns["launch"].append(k)
+            columns["section"].append(section_id)
+            columns["rule"].append(rule)
+            columns["type"].append(kind)
+            columns["title"].append(None)
+            columns["description"].append(description)
+            columns["speedup_type"].append(speedup_type)
+            columns["speedup"].append(speedup)
+    if not columns["launch"]:
+        return pd.DataFrame([], columns=RULE_COLUMNS)
+    return pd.DataFrame(columns, columns=RULE_COLUMNS)
 
 
 def _session_facts(parsed: _Parse, n_launches: int) -> dict:
