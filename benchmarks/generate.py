@@ -96,3 +96,32 @@ def replicate_text(src: Path, dst: Path, *, size_bytes: int) -> int:
             size += len(body)
             copies += 1
     return copies
+
+
+def one_launch_files(src: Path, dst: Path, *, files: int, same_run: bool = False) -> int:
+    """Write ``files`` raw-page exports of one launch each into folder ``dst``
+    (``generated_00000.raw.csv``, ...): the header and units row of raw export ``src``, then
+    one of its launch rows in turn.
+
+    Each file is a capture of its own (ID 0, a process ID of its own), as a folder of
+    per-run exports is; with ``same_run``, every file keeps the row's own process and gets
+    ID ``i`` (one run exported launch by launch). Returns the number of files written.
+    """
+    import csv
+    import io
+
+    raw = gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes()
+    lines = raw.decode("utf-8").splitlines(keepends=True)
+    start = next(i for i, ln in enumerate(lines) if ln.startswith('"ID",'))
+    head = "".join(lines[start: start + 2])
+    rows = [next(csv.reader([ln])) for ln in lines[start + 2:] if _ID.match(ln.encode())]
+    dst.mkdir(parents=True, exist_ok=True)
+    for i in range(files):
+        row = list(rows[i % len(rows)])
+        row[0] = str(i) if same_run else "0"
+        if not same_run:
+            row[1] = str(100000 + i)
+        out = io.StringIO()
+        csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerow(row)
+        (dst / f"generated_{i:05d}.raw.csv").write_text(head + out.getvalue(), encoding="utf-8")
+    return files

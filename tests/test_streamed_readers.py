@@ -155,3 +155,32 @@ def test_which_outputs_read_lean(fmt, tmp_path, monkeypatch, capsys):
     path = REPORTS / "corpus" / "torch_decoder_train.raw.csv.gz"
     assert main(["analyze", str(path), "-f", fmt, "-o", str(tmp_path / "out")]) == 0
     assert seen == [fmt != "html"]
+
+
+TEXT_CAPTURES = [p for p in CAPTURES if p.name.removesuffix(".gz").endswith(".txt")]
+
+
+@pytest.mark.parametrize("lean", [False, True], ids=["whole", "lean"])
+@pytest.mark.parametrize("path", TEXT_CAPTURES, ids=lambda p: str(p.relative_to(REPORTS)))
+def test_text_converted_launch_by_launch_is_the_same_report(path, lean, monkeypatch):
+    # The text reader converts units and labels per block of whole launches (the table
+    # built whole held 2.6 GB at 1 GB of text); a block of one launch changes nothing.
+    whole = _read(path, lean=lean)
+    monkeypatch.setattr(text._Rows, "_BLOCK", 1)
+    _same(whole, _read(path, lean=lean))
+
+
+def test_a_block_that_does_not_tell_the_number_format_waits_for_one_that_does():
+    # "1,234" is 1234 with a decimal point and 1.234 with a decimal comma: the first
+    # block (one launch) cannot tell; the second ("0,5") says decimal comma.
+    rows = text._Rows(Path("x.txt"))
+    rows._BLOCK = 1
+    for k, value in enumerate(("1,234", "0,5")):
+        launch = text._Launch("1", "app", "host", match=None,
+                              metrics=[("GPU Speed Of Light Throughput", "Duration", "us",
+                                        value)])
+        rows.add(k, launch)
+    warnings: list[str] = []
+    got = rows.finish(warnings)
+    assert got["value"].tolist() == pytest.approx([1234.0, 500.0])
+    assert got["text"].tolist() == ["1,234", "0,5"] and not warnings

@@ -224,6 +224,20 @@ def number_format(text, where: str = "input") -> NumberFormat:
         ReportParseError: values of both kinds: the file mixes two formats.
 
     """
+    return told_format(text, where) or DECIMAL_POINT
+
+
+def told_format(text, where: str = "input") -> NumberFormat | None:
+    """The number format the value texts show, or None when none of them decides it.
+
+    For readers that build their tables block by block: a block of values such as
+    ``1,234`` only waits for a block that tells (:func:`number_format` takes the decimal
+    point then).
+
+    Raises:
+        ReportParseError: values of both kinds: the file mixes two formats.
+
+    """
     from ..errors import ReportParseError
 
     arr = _as_string_array(text)
@@ -246,7 +260,7 @@ def number_format(text, where: str = "input") -> NumberFormat:
                 f"point, and {_first(arr, comma_only)!r}, a decimal comma); re-export it "
                 "with ncu in one locale (LC_ALL=C)")
         return DECIMAL_COMMA
-    return DECIMAL_POINT
+    return DECIMAL_POINT if pc.any(point_only).as_py() else None
 
 
 def parse_numbers(text: pd.Series | np.ndarray | pa.Array, fmt: NumberFormat | None = None,
@@ -291,6 +305,11 @@ def parse_numbers(text: pd.Series | np.ndarray | pa.Array, fmt: NumberFormat | N
 
 def parse_triples(text: pd.Series) -> pd.DataFrame:
     """Parse ``"(256, 1, 1)"`` launch shapes into three nullable integer columns."""
+    if len(text) <= _SMALL:
+        found = [_TRIPLE.search(v if isinstance(v, str) else "" if pd.isna(v) else str(v))
+                 for v in text.tolist()]
+        return pd.DataFrame({i: _small_ints([m[i + 1] if m else None for m in found])
+                             for i in range(3)})
     parts = text.fillna("").astype(str).str.extract(_TRIPLE)
     return pd.DataFrame({c: safe_ints(parts[c]) for c in parts.columns})
 
@@ -306,12 +325,32 @@ def safe_ints(values) -> pd.Series:
     says so in a warning).
     """
     series = pd.Series(values)
+    if len(series) <= _SMALL and (series.dtype == object or isinstance(
+            series.dtype, pd.StringDtype | pd.CategoricalDtype)):
+        return _small_ints(series.astype(object).where(series.notna(), None).tolist())
     if series.dtype == object or isinstance(series.dtype, pd.StringDtype | pd.CategoricalDtype):
         series = series.astype(object).where(series.notna(), None).astype(str).str.strip()
         series = series.where(series.str.fullmatch(r"[+-]?\d{1,16}(\.0*)?"))
     numbers = pd.to_numeric(series, errors="coerce").astype("float64")
     numbers = numbers.where((numbers.abs() < _INT_LIMIT) & (numbers == np.round(numbers)))
     return numbers.astype("Int64")
+
+
+# Up to this many values, texts are read one by one in Python: pandas' string methods cost
+# ~1 ms a call whatever the length, and a folder of 10,000 one-launch exports made ~30 such
+# calls a file (60 of its 85 ms).
+_SMALL = 64
+_WHOLE = re.compile(r"[+-]?\d{1,16}(\.0*)?")
+
+
+def _small_ints(texts: list) -> pd.Series:
+    """:func:`safe_ints` of a few texts (None for missing), as it reads them in pandas."""
+    out = []
+    for v in texts:
+        t = str(v).strip()
+        n = float(t) if _WHOLE.fullmatch(t) else np.nan
+        out.append(int(n) if abs(n) < _INT_LIMIT and n == round(n) else None)
+    return pd.Series(pd.array(out, dtype="Int64"))
 
 
 def finite_or_nan(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -546,19 +546,25 @@ def finish_report(launches: pd.DataFrame, metrics: pd.DataFrame, rules: pd.DataF
                   ncu_rules=rules.reset_index(drop=True), sources=[path_text(path)])
 
 
-def keep_metrics(metrics: pd.DataFrame, wanted: Iterable[str] | None) -> pd.DataFrame:
+def keep_metrics(metrics: pd.DataFrame, wanted: Iterable[str] | None,
+                 seen: set[str] | None = None) -> pd.DataFrame:
     """The rows of ``wanted`` metric names (None: all), unresolved labels and non-numbers.
 
     Texts that are not numbers stay (the validity lint names every metric exported as
     ``n/a``), and the first row of every metric name (it tells the sections collected from
     the names present). Lean reading of a details page or text output, after labels are
     resolved: the analysis reads ~40% of their rows (a 1 GB page's long table was ~800 MB).
+    ``seen``: the names of the blocks kept before (updated), for a table built by blocks.
     """
     if wanted is None:
         return metrics
     names = metrics["metric"]
-    keep = (names.isin(list(wanted)) | names.isna() | metrics["value"].isna()
-            | ~names.duplicated()).to_numpy()
+    first = ~names.duplicated()
+    if seen is not None:
+        first &= ~names.isin(list(seen))
+        seen.update(names[first].dropna())
+    keep = (names.isin(wanted if isinstance(wanted, set | frozenset) else list(wanted))
+            | names.isna() | metrics["value"].isna() | first).to_numpy()
     return metrics if keep.all() else metrics.iloc[np.flatnonzero(keep)].reset_index(drop=True)
 
 
@@ -579,28 +585,43 @@ def split_metric_names(names: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 def unit_column(values: pd.Series, units: pd.Series, metric: np.ndarray | None = None,
                 path: Path | None = None, warnings: list[str] | None = None,
-                fmt: NumberFormat | None = None) -> tuple[np.ndarray, np.ndarray]:
+                fmt: NumberFormat | None = None,
+                unknown: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Numbers in base units: one unit conversion per distinct unit string.
 
     The number format is the file's (``fmt``, or told from ``values``). A unit spelling the
-    unit table does not know gives missing values, with a warning naming its metrics.
+    unit table does not know gives missing values, with a warning naming its metrics (or,
+    with ``unknown``, its first rows as ``metric ('unit')`` texts added there, for a
+    reader that converts block by block and warns once: :func:`unknown_units_warning`).
     """
     base = _per_category(units, lambda u: u.map(lambda x: normalize_unit(x)[0]))
     factor = _per_category(units, lambda u: u.map(lambda x: normalize_unit(x)[1])).astype(float)
     where = str(path) if path is not None else "input"
     parsed = parse_numbers(values, fmt, where)
-    unknown = np.isnan(factor) & ~np.isnan(parsed)
-    if unknown.any() and warnings is not None:
+    found = np.isnan(factor) & ~np.isnan(parsed)
+    wanted = _UNKNOWN_SHOWN - len(unknown) if unknown is not None else _UNKNOWN_SHOWN
+    if found.any() and (warnings is not None or unknown is not None) and wanted > 0:
         unit_text = np.asarray(units.astype(object) if hasattr(units, "astype") else units,
                                dtype=object)
-        first = np.flatnonzero(unknown)
-        seen = pd.unique(pd.Series([f"{metric[i] if metric is not None else '?'} "
-                                    f"({unit_text[i]!r})" for i in first[:1000]]))
-        name = path.name if path is not None else "input"
-        warnings.append(f"{name}: unknown unit(s), values read as missing: "
-                        + ", ".join(str(x)[:80] for x in seen[:3])
-                        + (f" and {len(seen) - 3} more" if len(seen) > 3 else ""))
+        first = np.flatnonzero(found)[:wanted]
+        rows = [f"{metric[i] if metric is not None else '?'} ({unit_text[i]!r})" for i in first]
+        if unknown is not None:
+            unknown.extend(rows)
+        else:
+            warnings.append(unknown_units_warning(path, rows))
     return parsed * factor, base
+
+
+_UNKNOWN_SHOWN = 1000  # rows of unknown units looked at for the warning's names
+
+
+def unknown_units_warning(path: Path | None, rows: list[str]) -> str:
+    """The warning on values in unknown units, from their first rows' ``metric ('unit')``."""
+    seen = pd.unique(pd.Series(rows))
+    name = path.name if path is not None else "input"
+    return (f"{name}: unknown unit(s), values read as missing: "
+            + ", ".join(str(x)[:80] for x in seen[:3])
+            + (f" and {len(seen) - 3} more" if len(seen) > 3 else ""))
 
 
 def _details(frame: pd.DataFrame, rule_rows: dict[str, list[str]], header: list[str],

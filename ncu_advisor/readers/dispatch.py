@@ -354,6 +354,11 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
             continue
         if len(part.launches):
             parts.append(part)
+            if len(parts) > _FOLD_PARTS:
+                # A folder of thousands of small exports: each Report's frames cost ~0.3 MB
+                # of pandas overhead whatever their rows (10,000 one-launch files held 3 GB);
+                # folded into one as they come, memory follows the rows.
+                parts = [_concat_parts(parts)]
         else:  # a session or source page: facts about launches read from other files
             pages.append((form, path, part))
     if not parts and pages:
@@ -361,34 +366,13 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
         raise ReportParseError(f"{path}: {_ALONE.get(form, 'no profiled launches')}")
     if not parts:
         raise ReportParseError(f"no readable Nsight Compute report among the inputs ({skipped[0]})")
-    launches, metrics, rules, warnings, session = [], [], [], list(skipped), {}
-    lines = []
-    offset = 0
-    for part in parts:
-        launches.append(part.launches.assign(launch=part.launches["launch"] + offset))
-        metrics.append(part.metrics if not offset
-                       else part.metrics.assign(launch=part.metrics["launch"] + offset))
-        rules.append(part.ncu_rules.assign(launch=part.ncu_rules["launch"] + offset))
-        if not part.source_lines.empty:
-            lines.append(part.source_lines.assign(launch=part.source_lines["launch"] + offset))
-        offset += len(part.launches)
-    parts.extend(part for _, _, part in pages)  # they add facts and warnings, no rows
-    for part in parts:
-        warnings.extend(part.warnings)
-        for k, v in part.session.items():
-            session.setdefault(k, v)
-    nonempty = [r for r in rules if not r.empty]
+    folded = _concat_parts([*parts, *(part for _, _, part in pages)], list(skipped))
     report = Report(
-        launches=pd.concat(launches, ignore_index=True)[LAUNCH_COLUMNS],
-        # One file's long table as it is: a concat copies it (~200 MB at 1 GB of export).
-        metrics=metrics[0] if len(metrics) == 1 else pd.concat(metrics, ignore_index=True),
-        ncu_rules=pd.concat(nonempty, ignore_index=True) if nonempty else parts[0].ncu_rules,
-        session=session,
-        sources=[s for p in parts for s in p.sources],
-        warnings=warnings,
-        source_lines=pd.concat(lines, ignore_index=True) if lines else empty_source_lines(),
+        launches=folded.launches[LAUNCH_COLUMNS], metrics=folded.metrics,
+        ncu_rules=folded.ncu_rules, session=folded.session, sources=folded.sources,
+        warnings=folded.warnings, source_lines=folded.source_lines,
     )
-    if len(metrics) == 1 and "_wide" in parts[0].__dict__:
+    if len(parts) == 1 and "_wide" in parts[0].__dict__:
         report.set_wide(parts[0].wide())  # same launches and metrics, renumbered by 0
     report = _merge_same_launches(report)
     if source_pages:
@@ -406,6 +390,46 @@ def read_report(paths: str | os.PathLike | Iterable[str | os.PathLike],
         pd.to_numeric(report.launches["invocations"]).fillna(1).astype(np.int64))
     release_freed_memory()
     return report
+
+
+# Reports of files read (a folder's) are folded into one past this many.
+_FOLD_PARTS = 256
+
+
+def _concat_parts(parts: list[Report], warnings: list[str] | None = None) -> Report:
+    """Reports read one after another as one: launch numbers run on, facts first-wins.
+
+    Parts without launches (session and source pages) add facts and warnings only.
+    """
+    launches, metrics, rules, lines = [], [], [], []
+    session: dict = {}
+    warnings = list(warnings or [])
+    offset = 0
+    for part in parts:
+        if len(part.launches):
+            launches.append(part.launches.assign(launch=part.launches["launch"] + offset))
+            metrics.append(part.metrics if not offset
+                           else part.metrics.assign(launch=part.metrics["launch"] + offset))
+            rules.append(part.ncu_rules.assign(launch=part.ncu_rules["launch"] + offset))
+            if not part.source_lines.empty:
+                lines.append(part.source_lines.assign(
+                    launch=part.source_lines["launch"] + offset))
+            offset += len(part.launches)
+    for part in parts:
+        warnings.extend(part.warnings)
+        for k, v in part.session.items():
+            session.setdefault(k, v)
+    nonempty = [r for r in rules if not r.empty]
+    return Report(
+        launches=pd.concat(launches, ignore_index=True),
+        # One file's long table as it is: a concat copies it (~200 MB at 1 GB of export).
+        metrics=metrics[0] if len(metrics) == 1 else pd.concat(metrics, ignore_index=True),
+        ncu_rules=pd.concat(nonempty, ignore_index=True) if nonempty else parts[0].ncu_rules,
+        session=session,
+        sources=[s for p in parts for s in p.sources],
+        warnings=warnings,
+        source_lines=pd.concat(lines, ignore_index=True) if lines else empty_source_lines(),
+    )
 
 
 def _attach_pages(report: Report, pages: list[tuple[Path, bool]]) -> None:

@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from ..errors import ReportParseError
 from ..report import METRIC_COLUMNS, RULE_COLUMNS, Report
-from .common import MAX_WHOLE, InputStream
+from .common import DECIMAL_POINT, MAX_WHOLE, InputStream, NumberFormat, told_format
 
 # The details CSV reader's building blocks: one conversion of launches, units and labels for
 # both forms of the details page.
@@ -49,6 +49,7 @@ from .csv_export import (
     launch_table,
     split_metric_names,
     unit_column,
+    unknown_units_warning,
 )
 from .labels import resolve_labels
 
@@ -149,17 +150,26 @@ class _Launch:
 
 
 class _Rows:
-    """The metric rows of the launches read so far, as Arrow columns grown in blocks.
+    """The metric rows of the launches read so far, converted block by block.
 
     A Python tuple of four strings per row was ~300 bytes; at 1 GB of text (5.8 M rows)
-    they and the lines held whole took 9 GB.
+    they and the lines held whole took 9 GB. Each block of whole launches is converted
+    (units, labels, lean selection) when it is full, so only the table kept grows: the
+    table built whole at the end held transient copies of every row (2.6 GB at 1 GB).
+    A block whose values do not tell the number format (``1,234`` only) waits, as Arrow
+    columns, for one that does.
     """
 
     _BLOCK = 1 << 16  # rows gathered as Python strings (~300 B each) before they move
 
-    def __init__(self) -> None:
-        self.launch: list[np.ndarray] = []
-        self.columns: dict[str, list[pa.Array]] = {c: [] for c in _ROW_FIELDS}
+    def __init__(self, path: Path | None = None, wanted: Iterable[str] | None = None) -> None:
+        self.path = path
+        self.wanted = None if wanted is None else frozenset(wanted)
+        self.frames: list[pd.DataFrame] = []  # converted blocks
+        self._held: list[tuple[np.ndarray, dict[str, pa.Array]]] = []  # format not told
+        self._fmt: NumberFormat | None = None
+        self._seen: set[str] = set()  # metric names kept so far (keep_metrics' first rows)
+        self._unknown: list[str] = []  # unknown-unit rows, for one warning
         self._pending: list[tuple[int, str, str, str, str]] = []
 
     def add(self, k: int, launch: _Launch) -> None:
@@ -173,19 +183,61 @@ class _Rows:
         if not self._pending:
             return
         k, *fields = zip(*self._pending, strict=True)
-        self.launch.append(np.asarray(k, dtype=np.int64))
-        for name, values in zip(_ROW_FIELDS, fields, strict=True):
-            array = pa.array(values, type=pa.string())
-            # Names, units and sections repeat on every launch: one copy of each.
-            self.columns[name].append(array if name == "value" else array.dictionary_encode())
         self._pending = []
+        launch = np.asarray(k, dtype=np.int64)
+        # Names, units and sections repeat on every launch: one copy of each.
+        columns = {name: (pa.array(values, type=pa.string()) if name == "value" else
+                          pa.array(values, type=pa.string()).dictionary_encode())
+                   for name, values in zip(_ROW_FIELDS, fields, strict=True)}
+        del fields
+        if self._fmt is None:
+            self._fmt = told_format(columns["value"], str(self.path))
+            if self._fmt is None:
+                self._held.append((launch, columns))
+                return
+            self._convert_held()
+        self.frames.append(self._convert(launch, columns))
 
-    def finish(self) -> tuple[np.ndarray, dict[str, pa.ChunkedArray]]:
-        """Every row: the launch numbers and one chunked array per field."""
+    def _convert_held(self) -> None:
+        held, self._held = self._held, []
+        self.frames.extend(self._convert(launch, columns) for launch, columns in held)
+
+    def _convert(self, launch_of: np.ndarray, columns: dict[str, pa.Array]) -> pd.DataFrame:
+        """One block's rows in the long table (Report.metrics' columns), lean if asked."""
+        names = columns["name"].to_pandas()  # categorical: one conversion per distinct name
+        label, metric = split_metric_names(names)
+        del names
+        values, units = unit_column(columns["value"], columns["unit"].to_pandas(),
+                                    np.where(pd.isna(metric), label, metric), self.path,
+                                    fmt=self._fmt, unknown=self._unknown)
+        metrics = pd.DataFrame({
+            "launch": launch_of,
+            "section": columns["section"].cast(pa.string()).to_pandas().array,
+            "body_item": "", "metric": metric, "label": label, "unit": units,
+            "value": values, "text": columns["value"].to_pandas().array,
+        })
+        return keep_metrics(resolve_labels(metrics)[METRIC_COLUMNS], self.wanted, self._seen)
+
+    def finish(self, warnings: list[str]) -> pd.DataFrame:
+        """The long table of every row; the unknown units' warning into ``warnings``."""
         self._flush()
-        launch = np.concatenate(self.launch) if self.launch else np.empty(0, dtype=np.int64)
-        return launch, {name: (pa.chunked_array(chunks) if chunks else pa.chunked_array(
-            [], type=pa.string())) for name, chunks in self.columns.items()}
+        if self._held:  # no value told the format: the decimal point
+            self._fmt = DECIMAL_POINT
+            self._convert_held()
+        if self._unknown:
+            warnings.append(unknown_units_warning(self.path, self._unknown))
+        if not self.frames:
+            empty = np.empty(0, dtype=np.int64)
+            self.frames.append(self._convert(empty, {
+                name: pa.array([], type=pa.string()) if name == "value"
+                else pa.array([], type=pa.string()).dictionary_encode()
+                for name in _ROW_FIELDS}))
+        frames, self.frames = self.frames, []
+        if len(frames) == 1:
+            return frames[0]
+        out = pd.concat(frames, ignore_index=True)
+        del frames
+        return out
 
 
 _ROW_FIELDS = ("section", "name", "unit", "value")
@@ -197,7 +249,7 @@ class _Parse:
 
     launches: int = 0  # every launch seen, with metric values or not
     kept: list[_Launch] = field(default_factory=list)  # those with metric values
-    rows: _Rows = field(default_factory=_Rows)
+    rows: _Rows = field(default_factory=_Rows)  # given the path and metrics wanted
     messages: list[str] = field(default_factory=list)  # ==PROF==/==WARNING== lines
     kernel_warnings: dict[str, int] = field(default_factory=dict)
     other_tables: int = 0
@@ -311,7 +363,7 @@ def read_text_output(path: Path, metrics: Iterable[str] | None = None) -> Report
 
     """
     lines = _TextLines(path)
-    parsed = _parse(lines)
+    parsed = _parse(lines, _Rows(path, metrics))
     if lines.empty:
         raise ReportParseError(f"{path}: file is empty")
     warnings: list[str] = []
@@ -341,16 +393,16 @@ def read_text_output(path: Path, metrics: Iterable[str] | None = None) -> Report
     if parsed.other_tables:
         warnings.append(f"{path.name}: skipped {parsed.other_tables} table(s) that are not "
                         "Metric Name / Metric Unit / Metric Value tables")
-    report = _report(kept, parsed.rows, path, warnings, metrics)
+    report = _report(kept, parsed.rows, path, warnings)
     report.launches["form"] = "text"
     report.session.update(_session_facts(parsed, parsed.launches))
     report.warnings[:0] = warnings
     return report
 
 
-def _parse(lines) -> _Parse:
+def _parse(lines, rows: _Rows | None = None) -> _Parse:
     """One pass over the lines: launches with their NVTX, tables and rule messages."""
-    out = _Parse()
+    out = _Parse() if rows is None else _Parse(rows=rows)
     src = _Lines(lines)
     process: tuple[str, str, str] | None = None
     launch: _Launch | None = None
@@ -472,9 +524,11 @@ def _table(src: _Lines, ruler: str, launch: _Launch, section: str, out: _Parse) 
     launch.complete = False
 
 
-def _report(launches: list[_Launch], rows: _Rows, path: Path, warnings: list[str],
-            wanted: Iterable[str] | None = None) -> Report:
-    """Build the Report tables with the details CSV reader's conversions."""
+def _report(launches: list[_Launch], rows: _Rows, path: Path, warnings: list[str]) -> Report:
+    """Build the Report tables with the details CSV reader's conversions.
+
+    The metric rows are converted already, block by block (:class:`_Rows`).
+    """
     first = pd.DataFrame({
         "ID": [str(k) for k in range(len(launches))],
         "Process ID": [launch.process_id for launch in launches],
@@ -490,36 +544,37 @@ def _report(launches: list[_Launch], rows: _Rows, path: Path, warnings: list[str
     table = launch_table(first, first.columns, path)
     table["nvtx"] = ["/".join(launch.nvtx) or None for launch in launches]
 
-    launch_of, columns = rows.finish()
-    names = columns["name"].to_pandas()  # categorical: one conversion per distinct name
-    label, metric = split_metric_names(names)
-    del names
-    values, units = unit_column(columns["value"], columns["unit"].to_pandas(),
-                                np.where(pd.isna(metric), label, metric), path, warnings)
-    metrics = pd.DataFrame({
-        "launch": launch_of, "section": columns["section"].cast(pa.string()).to_pandas().array,
-        "body_item": "", "metric": metric, "label": label, "unit": units, "value": values,
-        "text": columns["value"].to_pandas().array,
-    })
-    del columns
-    metrics = keep_metrics(resolve_labels(metrics)[METRIC_COLUMNS], wanted)
+    metrics = rows.finish(warnings)
     return finish_report(table, metrics, _rule_table(launches), path, warnings)
 
 
 def _rule_table(launches: list[_Launch]) -> pd.DataFrame:
-    """Ncu's rule messages with their rule ids recovered from section and text."""
-    records = []
+    """Ncu's rule messages with their rule ids recovered from section and text.
+
+    Built column by column: a dict per message was ~400 bytes, 260 MB for the 653,136
+    messages of 1 GB of text.
+    """
+    columns: dict[str, list] = {c: [] for c in RULE_COLUMNS}
+    ids: dict[tuple[str, str, int], str] = {}  # rule_id per (section, description, index)
     for k, launch in enumerate(launches):
         for index, (section, kind, description, speedup_type, speedup) in enumerate(
                 launch.rules):
             section_id = SECTION_IDS.get(section, section.replace(" ", ""))
-            records.append({
-                "launch": k, "section": section_id,
-                "rule": rule_id(section_id, description, index), "type": kind,
-                "title": None, "description": description,
-                "speedup_type": speedup_type, "speedup": speedup,
-            })
-    return pd.DataFrame(records, columns=RULE_COLUMNS)
+            key = (section_id, description, index)
+            rule = ids.get(key)
+            if rule is None:
+                rule = ids[key] = rule_id(section_id, description, index)
+            columns["launch"].append(k)
+            columns["section"].append(section_id)
+            columns["rule"].append(rule)
+            columns["type"].append(kind)
+            columns["title"].append(None)
+            columns["description"].append(description)
+            columns["speedup_type"].append(speedup_type)
+            columns["speedup"].append(speedup)
+    if not columns["launch"]:
+        return pd.DataFrame([], columns=RULE_COLUMNS)
+    return pd.DataFrame(columns, columns=RULE_COLUMNS)
 
 
 def _session_facts(parsed: _Parse, n_launches: int) -> dict:

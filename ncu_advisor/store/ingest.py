@@ -28,6 +28,7 @@ from .layout import (
     PART,
     commit_staged,
     create_store,
+    is_complete,
     partition_name,
     stage_tables,
     staging_folder,
@@ -59,7 +60,7 @@ def add_report(store: str | os.PathLike, report: Report, analysis: Analysis | No
     root = create_store(store)
     analysis = analysis if analysis is not None else analyze(report)
     report_id = report_id_for(content_hash)
-    if (root / "reports" / partition_name(report_id) / PART).is_file():
+    if is_complete(root, report_id):
         return None
     tables = report_tables(report, analysis, source=source, content_hash=content_hash,
                            file_hashes=file_hashes, labels=labels)
@@ -120,7 +121,7 @@ def _stored_as(root: Path, digest: str) -> str | None:
     if entry.is_file():
         return entry.read_text(encoding="utf-8").strip() or None
     report_id = report_id_for(digest)  # a file ingested alone (or an index entry lost)
-    return report_id if (root / "reports" / partition_name(report_id) / PART).is_file() else None
+    return report_id if is_complete(root, report_id) else None
 
 
 def _stored_labels(root: Path, report_id: str) -> dict[str, str]:

@@ -1,6 +1,10 @@
 """The store's folder: its marker, locking, and the commit protocol.
 
-Tables are staged in ``.staging/`` and renamed into place, the ``reports`` partition last.
+Tables are staged in ``.staging/`` and renamed into place: the ``reports`` partition first,
+its row saying ``complete = false``, then the data partitions, then the row again saying
+``complete = true`` (one file replaced in place). A reader of the partitions that keeps the
+reports whose row is complete (and joins the data tables to them) never counts a report
+half written, even one an ingest killed mid-commit left behind.
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ INDEX = "_index/files"  # per ingested file: a small file named by its hash, hol
 PART = "part-0.parquet"
 
 
-# The reports table is committed last: its partition marks a report complete.
+# The reports partition is renamed in first (complete = false) and marked complete last.
 DATA_TABLES = ("launches", "metrics", "ncu_rules", "quantities", "findings")
 
 
@@ -162,26 +166,44 @@ def partition_name(report_id: str) -> str:
     return f"report_id={report_id}"
 
 
+def is_complete(root: Path, report_id: str) -> bool:
+    """Whether a report is in the store: its ``reports`` row is there and says complete.
+
+    Rows written before the flag existed (no ``complete`` column, or null) were renamed in
+    last, after their data: present means complete.
+    """
+    path = root / "reports" / partition_name(report_id) / PART
+    if not path.is_file():
+        return False
+    try:
+        table = pq.read_table(path)
+    except (OSError, ValueError, pa.ArrowException):
+        return False  # a file being replaced, or damaged: not a report to count
+    if "complete" not in table.column_names:
+        return True
+    return all(v is not False for v in table.column("complete").to_pylist())
+
+
 def report_ids(store: str | os.PathLike) -> list[str]:
     """The reports in a store (committed ones only), sorted."""
     root = open_store(store)
-    return sorted(p.name.partition("=")[2] for p in (root / "reports").glob("report_id=*")
-                  if (p / PART).is_file())
+    ids = (p.name.partition("=")[2] for p in (root / "reports").glob("report_id=*"))
+    return sorted(i for i in ids if is_complete(root, i))
 
 
 def _recover(root: Path) -> None:
     """Undo what an ingest killed while committing left behind (called under the lock).
 
     A commit lists its reports in the journal before renaming anything and removes the
-    journal when done; data partitions are renamed before the ``reports`` one. So after a
-    kill, a listed report without its ``reports`` partition is incomplete: remove its data.
+    journal when done; a report's row says complete only once all its partitions are in
+    place. So after a kill, a listed report that is not complete is removed (every table).
     """
     journal = root / JOURNAL
     if not journal.is_file():
         return
     for report_id in journal.read_text(encoding="utf-8").split():
         name = partition_name(report_id)
-        if not (root / "reports" / name / PART).is_file():
+        if not is_complete(root, report_id):
             for table in TABLES:
                 shutil.rmtree(root / table / name, ignore_errors=True)
     journal.unlink()
@@ -192,11 +214,25 @@ def _staged(stage: Path, table: str, report_id: str) -> Path:
     return stage / f"{table}.{partition_name(report_id)}"
 
 
+def _staged_complete(stage: Path, report_id: str) -> Path:
+    """The ``reports`` row saying complete, staged beside the partitions."""
+    return stage / f"reports.{partition_name(report_id)}.complete.parquet"
+
+
 def stage_tables(stage: Path, report_id: str, tables: Mapping[str, pa.Table]) -> None:
-    """Write a report's tables into the staging folder."""
+    """Write a report's tables into the staging folder.
+
+    The ``reports`` partition is staged with ``complete = false``; the row with ``true``
+    waits beside it for the end of the commit.
+    """
     for table, data in tables.items():
         folder = _staged(stage, table, report_id)
         folder.mkdir()
+        if table == "reports" and "complete" in data.column_names:
+            at = data.column_names.index("complete")
+            field = data.schema.field(at)
+            pq.write_table(data, _staged_complete(stage, report_id), compression="zstd")
+            data = data.set_column(at, field, pa.array([False] * len(data), pa.bool_()))
         pq.write_table(data, folder / PART, compression="zstd")
 
 
@@ -204,6 +240,7 @@ def unstage_tables(stage: Path, report_id: str) -> None:
     """Remove a report's staged tables."""
     for table in TABLES:
         shutil.rmtree(_staged(stage, table, report_id), ignore_errors=True)
+    _staged_complete(stage, report_id).unlink(missing_ok=True)
 
 
 def commit_staged(root: Path, stage: Path, staged: Mapping[str, list[str]]) -> list[str]:
@@ -224,10 +261,15 @@ def commit_staged(root: Path, stage: Path, staged: Mapping[str, list[str]]) -> l
                 name = partition_name(report_id)
                 if (root / "reports" / name / PART).is_file():
                     continue  # a concurrent ingest added the same content first
-                for table in (*DATA_TABLES, "reports"):
+                # reports first (complete = false), the data, then the row saying complete:
+                # a kill anywhere leaves a report no reader that keeps complete rows counts.
+                for table in ("reports", *DATA_TABLES):
                     target = root / table / name
                     os.rename(_staged(stage, table, report_id), target)
                     moved.append(target)
+                done = _staged_complete(stage, report_id)
+                if done.is_file():
+                    os.replace(done, root / "reports" / name / PART)
                 added.append(report_id)
         except BaseException:
             for target in moved:

@@ -51,24 +51,29 @@ def connect(store: str | os.PathLike, tables: Iterable[str] | None = None,
     wanted = set(TABLES if tables is None else tables)
     if "report_labels" in wanted:
         wanted.add("reports")
-    mixed = bool((read_marker(root) or {}).get("mixed_columns"))
+    marker = read_marker(root) or {}
+    mixed = bool(marker.get("mixed_columns"))
+    # A report is in the store when its reports row says complete (a store begun before
+    # the flag, with one schema, has no such column: its rows were renamed in last).
+    flagged = mixed or "complete" in (marker.get("columns") or {}).get("reports", [])
     con = duckdb.connect(":memory:")
-    # A report is committed when its reports partition is there (renamed last): data
-    # partitions of a commit in progress (or of a killed one) are not seen.
-    committed = ", ".join(_sql_text(name.partition("=")[2]) for name in sorted(
-        p.name for p in (root / "reports").glob("report_id=*") if (p / PART).is_file()))
-    for table in TABLES:
+    if tables is not None and wanted - {"reports"}:
+        wanted.add("reports")  # the data views keep the reports that are complete
+    for table in ("reports", *(t for t in TABLES if t != "reports")):
         if table not in wanted:
             continue
         folder = root / table
         if next(folder.glob(f"report_id=*/{PART}"), None) is not None:
             pattern = _sql_text(str(folder / "report_id=*" / "*.parquet"))
-            only = f" WHERE report_id IN ({committed})" if table != "reports" else ""
+            if table == "reports":
+                only = " WHERE complete IS NOT FALSE" if flagged else ""
+            else:  # partitions of a commit in progress (or a killed one) are not seen
+                only = " WHERE report_id IN (SELECT report_id FROM reports)"
             con.execute(
                 f"CREATE VIEW {table} AS SELECT report_id, * EXCLUDE (report_id) FROM "
                 f"read_parquet({pattern}, hive_partitioning = true, "
                 f"hive_types = {{'report_id': VARCHAR}}, union_by_name = {str(mixed).lower()})"
-                f"{only if committed else ' WHERE false' if only else ''}")
+                f"{only}")
         else:
             schema = pa.schema([("report_id", STR), *SCHEMAS[table]])
             con.register(f"_empty_{table}", schema.empty_table())

@@ -62,7 +62,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("captured_at", _TS), ("ingested_at", _TS), ("launch_count", INT),
         ("kernel_count", INT), ("total_duration_ns", _FLOAT), ("finding_count", INT),
         ("labels", pa.map_(STR, STR)), ("session", STR), ("warnings", pa.list_(STR)),
-        ("tool_version", STR),
+        ("tool_version", STR), ("complete", pa.bool_()),
     ]),
     "launches": _schema(LAUNCH_COLUMNS, LAUNCH_TYPES),
     "metrics": _schema([*METRIC_COLUMNS, "minimum", "maximum"], _METRIC_TYPES),
@@ -176,6 +176,9 @@ def _report_row(report: Report, analysis: Analysis, source: str, content_hash: s
         "labels": sorted(labels.items()),
         "session": json.dumps(session, default=str, sort_keys=True),
         "warnings": list(report.warnings), "tool_version": __version__,
+        # Staged as false and renamed into place before the data partitions; the true row
+        # replaces it once they are all in place (layout.commit_staged).
+        "complete": True,
     }
     return pa.Table.from_pylist([row], schema=SCHEMAS["reports"])
 
