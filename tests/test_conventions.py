@@ -53,9 +53,10 @@ def test_help_fits_100_columns_and_names_no_python_types(command, capsys, monkey
 
 
 def test_shell_completion_is_typers():
-    # As a process, the way a shell asks for it: in-process, click's completion state left
-    # behind by other tests of the same worker made this flaky under xdist.
-    shown = cli(["--show-completion", "bash"])
+    # From a bash process, as a user types it: typer finds the shell among the parent
+    # processes (shellingham), and an xdist worker's parents need not include one.
+    shown = subprocess.run(["bash", "-c", f"'{sys.executable}' -m ncu_advisor.cli "
+                            "--show-completion bash"], capture_output=True, timeout=300)
     assert shown.returncode == 0 and "_NCU_ADVISE_COMPLETE" in shown.stdout.decode()
     done = cli([], env={"_NCU_ADVISE_COMPLETE": "complete_bash", "COMP_WORDS": "ncu-advise an",
                         "COMP_CWORD": "1"})
