@@ -44,6 +44,7 @@ def main():
     out = {}
 
     def step():
+        nonlocal x, r  # updated in place below (x += ...); without this they are locals
         x.fill(0)
         r[...] = b
         p = b.copy()
