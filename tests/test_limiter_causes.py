@@ -53,21 +53,34 @@ def test_library_grid_outside_norms_keeps_the_low_cap():
     assert found and all(f.severity in ("low", "info") for f in found)
 
 
-def test_launch_bound_step_touches_its_few_microsecond_launches():
+def test_launch_bound_step_touches_every_launch():
+    # Batch-1 decode: 67 launches of 2-20 us issued ~15 us apart; the GPU idles most of the
+    # step (measured: 1.99 ms a step against 0.25 ms as one CUDA graph), so a graph touches
+    # every launch, the 20 us LM head included.
     found = _findings("torch_decode_b1", "launch-overhead.short-launches")
     assert len(found) == 1 and found[0].severity == "high"
+    assert found[0].evidence["idle_ns"]["value"] > 0
     analysis = analysis_cached(CORPUS / "torch_decode_b1.raw.csv.gz")
+    assert set(found[0].launch_ids) == set(analysis.report.launches["launch"])
+
+
+def test_partly_launch_bound_step_touches_the_launches_shorter_than_their_wait():
+    # BERT inference: the GEMMs keep the host ahead; the embedding and attention glue after
+    # them drain the queue. The 60 us fc1 GEMM is no launch problem; the 4-6 us ops are.
+    found = _findings("torch_bert_infer", "launch-overhead.short-launches")
+    assert len(found) == 1 and found[0].severity == "medium"
+    analysis = analysis_cached(CORPUS / "torch_bert_infer.raw.csv.gz")
     d = analysis.report.launches.set_index("launch")["duration_ns"]
     touched = set(found[0].launch_ids)
-    # An 8.6 us GEMV streaming weights at 5% of DRAM is in; the 20 us LM head at 72% L2 is not.
-    assert 9 in touched and d[9] > 5_000
-    assert 65 not in touched
+    assert touched and all(d[i] < 15_000 for i in touched)
+    assert 23 not in touched and d[23] > 50_000
 
 
-def test_short_launches_beside_long_kernels_are_low():
-    # channels_last CNN step: 21 of 54 launches are short, but they idle 3% of the GPU time.
+def test_short_launches_beside_long_kernels_are_not_a_launch_problem():
+    # channels_last CNN step: 21 of 54 launches are short, but the convolutions around them
+    # keep the host ahead of the GPU: no launch waits long enough to name.
     found = _findings("torch_cnn_train.channels_last", "launch-overhead.short-launches")
-    assert found and all(f.severity == "low" for f in found)
+    assert all(f.severity in ("low", "info") for f in found)
 
 
 def _chains(path: Path) -> list[list[str]]:

@@ -134,6 +134,7 @@ class Census:
 
     launch_keys: list[tuple[str, str, str, int]]
     shapes: list[Shape]
+    durations: list[float] = field(default_factory=list)  # each launch's, in launch order
 
     @property
     def total_ns(self) -> float:
@@ -231,7 +232,7 @@ def read_census(raw_csv: Path) -> Census:
                          row[col["Block Size"]].strip(), int(shared or 0)))
             duration = _number(row[col["gpu__time_duration.sum"]])
             durations.append((duration or 0.0) * scale)
-    return Census(keys, _shapes(keys, durations))
+    return Census(keys, _shapes(keys, durations), durations)
 
 
 def _shapes(keys: Sequence[tuple[str, str, str, int]], durations: Sequence[float]) -> list[Shape]:
@@ -355,6 +356,8 @@ def weigh(report, plan: DepthPlan):
         duration.iloc[i] = shape.time_ns / shape.launches
     out.launches["invocations"] = invocations.astype("int64")
     out.launches["duration_ns"] = duration.astype("float64")
+    out.launches = out.launches.assign(**_host_sums(plan.census, weights, old_to_new,
+                                                    len(out.launches)))
     profiled = {s.key for s in weights.values()}
     missing = [s for s in plan.census.shapes if s.key not in profiled]
     out.session["census"] = {**plan.session_facts(), "profiled_shapes": len(profiled)}
@@ -370,3 +373,46 @@ def weigh(report, plan: DepthPlan):
             f"reached by the depth run (first: {function_name(hidden[0].name)} {hidden[0].grid}); "
             "--all-launches profiles every launch")
     return out
+
+
+def _host_sums(census: Census, weights: dict, old_to_new: dict[int, int],
+               rows: int) -> dict[str, list[float]]:
+    """The host queue model over the census's every launch, summed per deep-profiled shape.
+
+    The deep rows stand for their shape's launches but have lost the launch order the model
+    needs; the census has it (:mod:`~ncu_advisor.derive.host_timeline`).
+    """
+    # Imported here: the census runs before the program, and pandas must not delay ncu.
+    import numpy as np
+    import pandas as pd
+
+    from ..derive.host_timeline import (
+        BOUND_COLUMN,
+        NATIVE_LAUNCH_NS,
+        PYTHON_LAUNCH_NS,
+        WAIT_COLUMN,
+        python_driven,
+        queue_model,
+    )
+    from ..derive.origin import origin_table
+
+    waits = [np.nan] * rows
+    bound = [np.nan] * rows
+    if len(census.durations) != len(census.launch_keys):
+        return {WAIT_COLUMN: waits, BOUND_COLUMN: bound}
+    table = origin_table()
+    found = {n: table.classify(n) for n in {k[0] for k in census.launch_keys}}
+    origin = pd.Series([found[k[0]].id for k in census.launch_keys])
+    eager = pd.Series([found[k[0]].eager for k in census.launch_keys])
+    cost = PYTHON_LAUNCH_NS if python_driven(origin, eager) else NATIVE_LAUNCH_NS
+    w, b = queue_model(np.asarray(census.durations, dtype="float64"), cost)
+    per_wait: dict[tuple, float] = {}
+    per_bound: dict[tuple, float] = {}
+    for key, wait, is_bound in zip(census.launch_keys, np.nan_to_num(w).tolist(), b.tolist(),
+                                   strict=True):
+        per_wait[key] = per_wait.get(key, 0.0) + wait
+        per_bound[key] = per_bound.get(key, 0.0) + float(is_bound)
+    for old, shape in weights.items():
+        waits[old_to_new[old]] = per_wait.get(shape.key, np.nan)
+        bound[old_to_new[old]] = per_bound.get(shape.key, np.nan)
+    return {WAIT_COLUMN: waits, BOUND_COLUMN: bound}

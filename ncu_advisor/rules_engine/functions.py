@@ -12,8 +12,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from ..derive.bound import LATENCY_THRESHOLD_PCT
-from ..derive.limiter import SHORT_LAUNCH_NS
+from ..derive.host_timeline import host_timeline
 from .findings import Finding, NotEvaluated, launch_times, make_finding, not_evaluated
 from .schema import Rule
 
@@ -351,16 +350,28 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
     )
     findings = []
     times = launch_times(launches)
+    ops_of = {c: str(getattr(rows[c], "op", rows[c].short_name)) for chain in chains
+              for c in chain}
+
+    def share(chain: list[int]) -> float:
+        return float(np.nansum([share_of.get(c, np.nan) for c in chain]))
+
+    # The same run of ops again (one per layer, one per time step) is one pattern to the
+    # compiler that fuses it: its repeats' time is at stake together.
+    pattern_share: dict[tuple[str, ...], float] = {}
+    for chain in chains:
+        key = tuple(ops_of[c] for c in chain)
+        pattern_share[key] = pattern_share.get(key, 0.0) + share(chain)
     for chain in chains:
         durations = np.array([times[c] for c in chain], dtype="float64")
         total = float(np.nansum(durations))
         if not total > 0:
             continue
         saving = total - float(np.nanmax(durations))
-        ops = [str(getattr(rows[c], "op", rows[c].short_name)) for c in chain]
+        ops = [ops_of[c] for c in chain]
         values = {"chain_length": float(len(chain)), "saving_pct": 100.0 * saving / total,
-                  "chain_time_share_pct": float(np.nansum([share_of.get(c, np.nan)
-                                                           for c in chain])),
+                  "chain_time_share_pct": share(chain),
+                  "pattern_time_share_pct": pattern_share[tuple(ops)],
                   "distinct_ops": float(len(set(ops)))}
         first = {**q.loc[chain[0]].to_dict(), **values}
         findings.append(make_finding(
@@ -381,68 +392,45 @@ def _op_list(ops: list[str], most: int = 6) -> str:
     return shown + (f" ... ({len(ops) - most} more)" if len(ops) > most else "")
 
 
-# What one launch costs the host in eager PyTorch/CuPy code, before the GPU runs anything: a
-# few microseconds of dispatch and driver work (measured here: an eager batch-1 decode step
-# of 67 launches took 1.99 ms against 0.25 ms as one CUDA graph, ~26 us a launch, Python
-# included). The low end is taken: the estimate is a floor.
-HOST_LAUNCH_NS = 5_000.0
-MIN_SHORT_LAUNCHES = 10  # fewer cost too little to be worth a change of how work is launched
+MIN_WAITED_LAUNCHES = 10  # fewer cost too little to be worth a change of how work is launched
 
 
 def short_launches(rule: Rule, quantities: pd.DataFrame,
                    launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
-    """Name a run whose launches are mostly too short to cover their own launch cost.
+    """Name the launches the GPU waits for because the host issues them slower than they run.
 
-    A kernel of 2 us after a launch of ~5 us leaves the GPU idle most of the time; ncu
-    serializes launches and cannot show the gaps, but it shows how many launches are short.
-    CUDA graphs (or torch.compile's reduce-overhead mode, which uses them) launch the whole
-    sequence at once; fewer, larger launches (batching, fusion) do it by hand.
+    ncu serializes launches and cannot show the gaps; the launch order and durations can,
+    through a queue model of the host (:mod:`~ncu_advisor.derive.host_timeline`): long kernels
+    let the host run ahead, a stretch of short ones drains the queue and the GPU waits. CUDA
+    graphs (or torch.compile's reduce-overhead mode, which uses them) launch the sequence at
+    once; fewer, larger launches (batching, fusion) do it by hand.
     """
-    if "form" in launches and (launches["form"] == "summary").all():
+    timeline = host_timeline(launches)
+    if timeline is None:  # a per-kernel summary: no launch order to model
         return [], []
-    durations = (launches["duration_ns"]).to_numpy(dtype="float64")
-    calls = launches["invocations"].to_numpy(dtype="float64")
-    known = ~np.isnan(durations)
-    if not known.any():
-        return [], []
-    short = known & (durations < SHORT_LAUNCH_NS)
+    calls = launches["invocations"].fillna(1).to_numpy(dtype="float64")
+    known = ~launches["duration_ns"].isna().to_numpy()
     count = float(calls[known].sum())
-    short_count = float(calls[short].sum())
-    if count == 0:
+    bound = timeline.bound.reindex(launches["launch"].astype(int)).fillna(0).to_numpy()
+    waited_count = float(bound.sum())
+    if count == 0 or waited_count < MIN_WAITED_LAUNCHES:
         return [], []
-    gpu = float(np.nansum(durations * calls))
-    # Idle GPU time per short launch: the launch cost its kernel does not cover.
-    idle = float(np.nansum((HOST_LAUNCH_NS - durations[short]) * calls[short]))
-    values = {"short_launches": short_count, "launch_count": count,
-              "short_launch_pct": 100.0 * short_count / count,
-              "idle_per_gpu_pct": 100.0 * idle / gpu if gpu else 0.0}
-    if short_count < MIN_SHORT_LAUNCHES:
-        return [], []
-    # A CUDA graph launches the whole sequence, so in a launch-bound run it also touches the
-    # launches of a few microseconds more whose fixed cost still rivals their work: under
-    # twice the launch cost, with no unit near its roof. Their idle time is not counted.
-    touched = short | _few_us_idle(quantities, launches, known & ~short)
+    gpu, idle = timeline.gpu_ns, timeline.idle_ns
+    values = {"waited_launches": waited_count, "launch_count": count,
+              "idle_pct": timeline.idle_pct, "host_launch_us": timeline.launch_ns / 1e3}
     ids = launches["id"].to_numpy()
+    touched = bound > 0
     # The saving is GPU idle time, stated against the GPU time (at most all of it).
     findings = [make_finding(
         rule, values, duration_ns=gpu, speedup_pct=min(100.0, 100.0 * idle / gpu) if gpu else None,
-        evidence={"short_launches": {"value": short_count, "unit": "",
-                                     "label": f"launches under {SHORT_LAUNCH_NS / 1e3:.0f} us"},
+        evidence={"waited_launches": {"value": waited_count, "unit": "",
+                                      "label": "launches bound by launching"},
                   "launch_count": {"value": count, "unit": "", "label": "launches"},
                   "idle_ns": {"value": idle, "unit": "ns",
-                              "label": "GPU idle while they launch (at least)"}},
+                              "label": "GPU idle while the host launches (model)"}},
         kernel_ids=[int(i) for i, s in zip(ids, touched, strict=True) if s and not pd.isna(i)],
         launch_ids=[int(n) for n, s in zip(launches["launch"], touched, strict=True) if s])]
     return findings, []
-
-
-def _few_us_idle(quantities: pd.DataFrame, launches: pd.DataFrame,
-                 candidates: np.ndarray) -> np.ndarray:
-    """Launches under twice the host's launch cost whose busiest unit is below its roof."""
-    busy = _busy_pct(quantities.reindex(launches["launch"]))
-    durations = launches["duration_ns"].to_numpy(dtype="float64")
-    with np.errstate(invalid="ignore"):
-        return candidates & (durations < 2 * HOST_LAUNCH_NS) & (busy < LATENCY_THRESHOLD_PCT)
 
 
 def layout_conversions(rule: Rule, quantities: pd.DataFrame,
@@ -602,9 +590,9 @@ FUNCTION_VALUES: dict[str, set[str]] = {
     "fusion_chain": {"chain_length", "saving_pct", "traffic_ratio", "chain_in_one_range"},
     "multi_pass": {"passes", "saving_pct", "read_multiple"},
     "hot_spots": {"time_share_pct", "launch_count"},
-    "eager_chain": {"chain_length", "saving_pct", "chain_time_share_pct", "distinct_ops"},
-    "short_launches": {"short_launches", "launch_count", "short_launch_pct",
-                       "idle_per_gpu_pct"},
+    "eager_chain": {"chain_length", "saving_pct", "chain_time_share_pct",
+                    "pattern_time_share_pct", "distinct_ops"},
+    "short_launches": {"waited_launches", "launch_count", "idle_pct", "host_launch_us"},
     "layout_conversions": {"conversions", "conversion_time_share_pct"},
     "unfused_attention": {"attention_ops", "attention_time_share_pct", "saving_pct"},
 }
