@@ -48,7 +48,9 @@ def test_rule_messages_state_the_numbers(torch_details):
     # x.t().contiguous() and the strided view: 4 of 32 bytes per load sector, 78% excess.
     assert stated.loc[23, "global_ld_bytes_per_sector"] == 4.0
     assert stated.loc[24, "l2_excess_sectors_pct"] == 78.0
-    assert stated.loc[0, "fma_pipe_pct"] == 76.4  # the FP32 GEMM's busiest pipe
+    # The FP32 GEMM's busiest pipe: ncu says 76.4% of the elapsed cycles; as a share of the
+    # SM's active cycles (the quantity's definition) it is the raw page's 78.95%.
+    assert stated.loc[0, "fma_pipe_pct"] == pytest.approx(78.95, abs=0.05)
     # Source Counters collected and no uncoalesced message: no excess at all.
     assert stated.loc[25, "l2_excess_sectors_pct"] == 0.0
     assert ncu_rule_category("MemoryCacheAccessPattern", "for local loads from L1TEX") == \

@@ -26,6 +26,7 @@ class Extraction:
     rule: str
     pattern: re.Pattern
     speedup: str | None
+    per_elapsed: bool = False  # a share of elapsed cycles, for a quantity of active cycles
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ def evidence_table() -> EvidenceTable:
     text = resources.files("ncu_advisor").joinpath("data/ncu_rule_evidence.toml").read_text()
     data = tomllib.loads(text)
     extractions = tuple(
-        Extraction(e["rule"], re.compile(e["pattern"], re.DOTALL), e.get("speedup"))
+        Extraction(e["rule"], re.compile(e["pattern"], re.DOTALL), e.get("speedup"),
+                   e.get("per") == "elapsed")
         for e in data.get("extract", []))
     by_text = tuple((c["rule"], re.compile(c["pattern"]), c["category"])
                     for c in data.get("category_by_text", []))
@@ -97,6 +99,8 @@ def ncu_rule_quantities(ncu_rules: pd.DataFrame, index: pd.Index,
     for e in table.extractions:
         by_rule.setdefault(e.rule, []).append(e)
     rows = ncu_rules[ncu_rules["rule"].isin(list(by_rule))]
+    active_share = _active_share(metrics, index) if any(
+        e.per_elapsed for e in table.extractions) else {}
     for launch, rule, text, speedup in zip(rows["launch"], rows["rule"], rows["description"],
                                            rows["speedup"], strict=True):
         if launch not in out.index or not isinstance(text, str):
@@ -105,12 +109,30 @@ def ncu_rule_quantities(ncu_rules: pd.DataFrame, index: pd.Index,
             match = e.pattern.search(text)
             if match is None:
                 continue
+            scale = 1.0 / active_share.get(launch, 1.0) if e.per_elapsed else 1.0
             for name, value in match.groupdict().items():
                 if value is not None and np.isnan(out.at[launch, name]):
-                    out.at[launch, name] = _number(value)
+                    out.at[launch, name] = _number(value) * scale
             if e.speedup and not pd.isna(speedup) and np.isnan(out.at[launch, e.speedup]):
                 out.at[launch, e.speedup] = float(speedup)
     return out
+
+
+# The SM's active cycles and the kernel's elapsed cycles, as the SOL section prints them.
+_ACTIVE, _ELAPSED = "sm__cycles_active.avg", "gpc__cycles_elapsed.max"
+
+
+def _active_share(metrics: pd.DataFrame | None, index: pd.Index) -> dict[int, float]:
+    """Each launch's SM active cycles over its elapsed cycles (where both were collected)."""
+    if metrics is None or metrics.empty:
+        return {}
+    rows = metrics[metrics["metric"].isin([_ACTIVE, _ELAPSED])]
+    cycles = rows.pivot_table(index="launch", columns="metric", values="value", aggfunc="first")
+    if _ACTIVE not in cycles or _ELAPSED not in cycles:
+        return {}
+    share = (cycles[_ACTIVE] / cycles[_ELAPSED]).clip(upper=1.0)
+    share = share[(share > 0) & share.index.isin(index)]
+    return {int(k): float(v) for k, v in share.dropna().items()}
 
 
 def _fill_absent(out: pd.DataFrame, table: EvidenceTable, ncu_rules: pd.DataFrame,
