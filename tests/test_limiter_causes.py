@@ -83,6 +83,18 @@ def test_short_launches_beside_long_kernels_are_not_a_launch_problem():
     assert all(f.severity in ("low", "info") for f in found)
 
 
+def test_attention_over_a_kv_cache_spans_its_gemvs_not_the_output_projection():
+    # Batch-64 decode, layer 0: head copies, q@K^T (cuBLAS GEMV), scale, softmax, p@V (GEMV);
+    # the output projection GEMM after it is not attention (SDPA keeps it).
+    found = _findings("torch_decode_b64", "fusion.unfused-attention")
+    assert len(found) == 4 and all(f.severity == "high" for f in found)
+    analysis = analysis_cached(CORPUS / "torch_decode_b64.raw.csv.gz")
+    names = analysis.report.launches.set_index("launch")["name"]
+    first = found[0].launch_ids
+    assert sum("Gemv" in names[i] for i in first) == 2
+    assert "nvjet" not in names[first[-1]] and "nvjet" in names[first[-1] + 1]
+
+
 def _chains(path: Path) -> list[list[str]]:
     analysis = analysis_cached(path)
     names = analysis.report.launches.set_index("launch")["short_name"]

@@ -73,6 +73,8 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     "corpus_cuda_transpose": ("sample_reports/corpus/cuda_transpose.raw.csv.gz",),
     # Another dev capture: batch-1 decode, eager PyTorch, 67 launches of a few microseconds.
     "corpus_torch_decode_b1": ("sample_reports/corpus/torch_decode_b1.raw.csv.gz",),
+    # The same model decoding a batch of 64: attention over the KV cache through cuBLAS GEMVs.
+    "corpus_torch_decode_b64": ("sample_reports/corpus/torch_decode_b64.raw.csv.gz",),
     # A CNN training step in NCHW, and the same step after moving to channels_last.
     "corpus_torch_cnn_train": ("sample_reports/corpus/torch_cnn_train.raw.csv.gz",),
     "corpus_torch_cnn_train_channels_last": (
