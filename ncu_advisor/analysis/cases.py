@@ -71,6 +71,8 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     # A dev capture of the evaluation corpus (never a sealed one): a transpose ladder, five
     # versions of one operation run back to back over the same arrays.
     "corpus_cuda_transpose": ("sample_reports/corpus/cuda_transpose.raw.csv.gz",),
+    # A reduction ladder (dev): its first version tests `tid % (2 * s)` in the tree.
+    "corpus_cuda_reduction": ("sample_reports/corpus/cuda_reduction.raw.csv.gz",),
     # Another dev capture: batch-1 decode, eager PyTorch, 67 launches of a few microseconds.
     "corpus_torch_decode_b1": ("sample_reports/corpus/torch_decode_b1.raw.csv.gz",),
     # The same model decoding a batch of 64: attention over the KV cache through cuBLAS GEMVs.

@@ -427,6 +427,8 @@ DERIVED: tuple[Derived, ...] = (
     Derived("l1_to_dram_ratio", "", "L1 bytes per DRAM byte", ("l1_bytes", "dram_bytes"), _per),
     Derived("fp64_flop_share_pct", "%", "FP64 share of floating-point work",
             ("flops_fp64", "flops_total"), lambda fp64, total: 100.0 * _per(fp64, total)),
+    Derived("fp32_ops_per_thread_inst", "", "FP32 operations per executed thread instruction",
+            ("flops_fp32", "instructions"), lambda f, i: _per(f, 32.0 * i)),
     Derived("wave_fill_pct", "%", "how much of one full wave the grid fills", ("waves_per_sm",),
             lambda w: (100.0 * w).clip(upper=100.0)),
     Derived("sm_fill_pct", "%", "SMs given at least one block", ("grid_size", "sm_count"),
