@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import analysis_cached
 
 from ncu_advisor.analysis.actions import action_classes
@@ -70,3 +71,17 @@ def test_action_classes_name_rules_that_exist():
     ids = {r.id for r in load_rules()}
     for c in action_classes():
         assert c.rules <= ids, c.id
+
+
+def test_a_finding_group_keeps_each_launch_s_own_severity():
+    # Eager CNN step: cuDNN's NCHW batch-norm backward runs on 64 blocks at five sizes; the
+    # group shows the highest severity, and how many of its launches have each.
+    analysis = analysis_cached(CORPUS / "torch_cnn_train.raw.csv.gz")
+    group = next(g for g in analysis.ranked() if g["rule"] == "launch-config.small-grid"
+                 and g["kernel"].startswith("bn_bw"))
+    own = [f.severity for f in analysis.findings if f.rule == group["rule"]
+           and f.launch in group["launch_ids"]]
+    assert group["severities"] == {s: own.count(s) for s in set(own)}
+    assert len(group["severities"]) > 1 and group["severity"] == "high"
+    durations = analysis.report.launches.set_index("launch")["duration_ns"]
+    assert group["time_ns"] == pytest.approx(durations[group["launch_ids"]].sum())

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ..json_text import json_number
-from ..rules_engine.findings import SEVERITY_RANK, weighted_saving
+from ..rules_engine.findings import SEVERITY_RANK, launch_times, weighted_saving
 
 if TYPE_CHECKING:
     from .result import Analysis
@@ -68,6 +68,7 @@ def ranked(analysis: Analysis) -> list[dict]:
     short_names = dict(zip(table["launch"], table["short_name"], strict=True))
     ncu_ids = dict(zip(table["launch"], table["id"], strict=True))
     invocations = dict(zip(table["launch"], table["invocations"], strict=True))
+    times = launch_times(table)
     total = analysis.total_time_ns or float("nan")
     groups: dict[tuple, dict] = {}
     for f in analysis.findings:
@@ -90,6 +91,7 @@ def ranked(analysis: Analysis) -> list[dict]:
                 "rule": f.rule, "category": f.category, "severity": f.severity,
                 "confidence": f.confidence, "title": f.title, "kernel": kernel,
                 "kernel_ids": [], "launch_ids": [], "launches": 0, "estimated_saving_ns": 0.0,
+                "time_ns": 0.0, "severities": {},
                 "has_estimate": False, "advice": f.advice, "demo": f.demo,
                 "evidence": f.evidence, "evidence_source": f.evidence_source,
                 "origin": f.origin, "note": f.note,
@@ -97,7 +99,13 @@ def ranked(analysis: Analysis) -> list[dict]:
                 "source_cause": f.source_cause, "collect_with": f.collect_with,
             }
         g["kernel_ids"].extend(ids)
-        g["launch_ids"].extend([f.launch] if f.launch is not None else f.launch_ids)
+        members = [f.launch] if f.launch is not None else list(f.launch_ids)
+        g["launch_ids"].extend(members)
+        # Each member keeps its own severity; the group shows the highest, and how many
+        # launches have each (a 5 us launch does not inherit its neighbour's "high").
+        count = weight if f.launch is not None else len(members)
+        g["severities"][f.severity] = g["severities"].get(f.severity, 0) + count
+        g["time_ns"] += sum(times.get(m, 0.0) for m in members if times.get(m) == times.get(m))
         g["launches"] += weight if f.launch is not None else len(ids)
         g["estimated_saving_ns"] += saving
         g["has_estimate"] |= f.estimated_saving_ns is not None

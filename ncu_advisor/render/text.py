@@ -151,6 +151,10 @@ def _finding_lines(i: int, f: dict, width: int) -> list[str]:
         if gain:
             lines.append("      " + gain)
     lines.extend(_wrapped("", f["title"], width))
+    severities = f.get("severities") or {}
+    if len(severities) > 1:  # members of several severities: each launch's own
+        counts = ", ".join(f"{severities[s]} {s}" for s in SEVERITY_TAGS if s in severities)
+        lines.extend(_wrapped("", f"launches by their own severity: {counts}", width))
     # What to do is never cut: the advice wraps (the fix is the point of the finding).
     if f.get("note"):
         lines.extend(_wrapped("note: ", f["note"], width))
