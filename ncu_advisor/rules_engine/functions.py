@@ -171,9 +171,12 @@ def fusion_chain(rule: Rule, quantities: pd.DataFrame,
     # only elementwise ops (which write what they read) or launches of one NVTX range link.
     split_known = (q["dram_read_bytes"].notna() & q["dram_write_bytes"].notna()).to_dict()
     rows = {int(r.launch): r for r in launches.itertuples(index=False)}
+    # One range around the whole profiled step (a program's own) says nothing about which
+    # launch feeds which; ranges count as evidence where there are several.
+    ranges_tell = "nvtx" in launches and launches["nvtx"].dropna().nunique() > 1
     judgeable = {launch: bool(split_known.get(launch))
                  or getattr(r, "role", None) == "elementwise"
-                 or not pd.isna(getattr(r, "nvtx", None))
+                 or (ranges_tell and not pd.isna(getattr(r, "nvtx", None)))
                  for launch, r in rows.items()}
     reads = q["dram_read_bytes"].fillna(0.5 * q["dram_bytes"]).to_dict()
     writes = q["dram_write_bytes"].fillna(0.5 * q["dram_bytes"]).to_dict()
