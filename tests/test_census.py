@@ -138,7 +138,8 @@ def test_weighted_depth_gives_the_all_launch_advice(weighted, every_launch):
 
     mine, theirs = shares(weighted), shares(every_launch)
     assert (mine.reindex(theirs.index).fillna(0) - theirs).abs().max() < 2.0
-    assert weighted.actions[0].id == every_launch.actions[0].id == "compile-eager-ops"
+    # AdamW's foreach kernels hold about a third of the loop: fused=True comes first.
+    assert weighted.actions[0].id == every_launch.actions[0].id == "fused-optimizer"
     assert {a.id for a in weighted.actions[:3]} == {a.id for a in every_launch.actions[:3]}
     for a in weighted.actions[:3]:
         b = next(x for x in every_launch.actions if x.id == a.id)

@@ -81,6 +81,8 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     "corpus_torch_cnn_train": ("sample_reports/corpus/torch_cnn_train.raw.csv.gz",),
     "corpus_torch_cnn_train_channels_last": (
         "sample_reports/corpus/torch_cnn_train.channels_last.raw.csv.gz",),
+    # Ten steps of a PyTorch training loop, every launch (AdamW on its foreach path).
+    "census_torch_train_loop": ("sample_reports/census/torch_train_loop.all.raw.csv.gz",),
     # A decoder's training step with hand-written attention, and the same step with SDPA.
     "corpus_torch_decoder_train": ("sample_reports/corpus/torch_decoder_train.raw.csv.gz",),
     "corpus_torch_decoder_train_sdpa": (

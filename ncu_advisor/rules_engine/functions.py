@@ -326,8 +326,12 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
 
     eager_program = any(_eager(r) for r in rows.values())
 
+    optimizer = {c for run in _optimizer_launches(launches) for c in run}
+
     def member(launch: int) -> bool:
         row = rows[launch]
+        if launch in optimizer:  # fusion.unfused-optimizer's: fused=True, not a compiler
+            return False
         # A library's normalization kernel (cuDNN's batch norm) inside an eager program is
         # an op like the others to a compiler: inductor generates the norm and fuses the
         # ReLU or residual add that follows it.
@@ -379,12 +383,7 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
     def share(chain: list[int]) -> float:
         return float(np.nansum([share_of.get(c, np.nan) for c in chain]))
 
-    # The same run of ops again (one per layer, one per time step) is one pattern to the
-    # compiler that fuses it: its repeats' time is at stake together.
-    pattern_share: dict[tuple[str, ...], float] = {}
-    for chain in chains:
-        key = tuple(ops_of[c] for c in chain)
-        pattern_share[key] = pattern_share.get(key, 0.0) + share(chain)
+    pattern_share = _pattern_shares(chains, ops_of, share_of)
     for chain in chains:
         durations = np.array([times[c] for c in chain], dtype="float64")
         total = float(np.nansum(durations))
@@ -421,6 +420,20 @@ def _traffic_bytes(q: pd.DataFrame) -> dict[int, float]:
     if "l2_pct" not in q or "duration_ns" not in q:
         return {}
     return (q["l2_pct"] * q["duration_ns"]).to_dict()
+
+
+def _pattern_shares(runs: list[list[int]], ops_of: dict[int, str],
+                    share_of: dict) -> dict[tuple[str, ...], float]:
+    """The summed time share of each distinct op sequence among the runs.
+
+    The same run of ops again (one per layer, time step or training step) is one pattern to
+    the change that removes it: its repeats' time is at stake together.
+    """
+    out: dict[tuple[str, ...], float] = {}
+    for run in runs:
+        key = tuple(ops_of[c] for c in run)
+        out[key] = out.get(key, 0.0) + float(np.nansum([share_of.get(c, np.nan) for c in run]))
+    return out
 
 
 def _op_list(ops: list[str], most: int = 6) -> str:
@@ -597,6 +610,102 @@ def unfused_attention(rule: Rule, quantities: pd.DataFrame,
     return findings, []
 
 
+# What an optimizer step launches when it is not fused: PyTorch's multi-tensor kernels (the
+# foreach path, one launch per operation over all parameters) or, per parameter, the update's
+# eager ops (Adam: lerp/mul, addcmul, sqrt, add, addcdiv). fused=True runs one kernel.
+_FOREACH = re.compile(r"multi_tensor_apply_kernel")
+_FUSED_OPTIMIZER = re.compile(r"Fused\w*(Adam|Optimizer|SGD|Adagrad)|fused_adam", re.IGNORECASE)
+_UPDATE_OPS = {"lerp_scalar", "lerp", "addcmul", "addcdiv"}
+# The per-parameter update needs these ops at least this many times to be told from one
+# addcmul in a model's forward pass.
+_MIN_UPDATE_OPS = 4
+
+
+def _optimizer_launches(launches: pd.DataFrame) -> list[list[int]]:
+    """The launches of unfused optimizer steps, as runs in launch order (one per step).
+
+    A run starts at the first update op (or multi-tensor kernel) and ends at the last one
+    before a launch that is neither an eager elementwise op nor an update (a GEMM: the next
+    forward pass); the eager ops in between (mul, sqrt, add) belong to the update.
+    """
+    if "form" in launches and (launches["form"] == "summary").all():
+        return []
+    runs: list[list[int]] = []
+    current: list[int] = []
+    updates = 0
+    prev = None
+
+    def close():
+        nonlocal current, updates
+        while current and not update(rows[current[-1]]):
+            current.pop()  # trailing ops after the last update are the next step's
+        if current and updates >= _MIN_UPDATE_OPS:
+            runs.append(current)
+        current, updates = [], 0
+
+    def update(row) -> bool:
+        name = str(row.name)
+        return ((_FOREACH.search(name) is not None and _FUSED_OPTIMIZER.search(name) is None)
+                or str(getattr(row, "op", "")) in _UPDATE_OPS)
+
+    ordered = launches.sort_values(["source", "launch"])
+    rows = {int(r.launch): r for r in ordered.itertuples(index=False)}
+    for launch, row in rows.items():
+        same = prev is not None and _same_stream(prev, row)
+        if update(row) and _eager(row):
+            if not same:
+                close()
+            current.append(launch)
+            updates += 1
+        elif current and same and _eager(row) and getattr(row, "role", None) == "elementwise":
+            current.append(launch)
+        else:
+            close()
+        prev = row
+    close()
+    return runs
+
+
+def unfused_optimizer(rule: Rule, quantities: pd.DataFrame,
+                      launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
+    """Find optimizer steps run as many launches: per-parameter eager ops or foreach kernels.
+
+    Each unfused update is a pass over parameters, gradients and optimizer state; the fused
+    optimizer (``fused=True``) reads and writes each once in one kernel per parameter group.
+    The estimate is the run's time minus its longest launch.
+    """
+    runs = _optimizer_launches(launches)
+    if not runs:
+        return [], []
+    times = launch_times(launches)
+    share_of = quantities["time_share_pct"].to_dict()
+    ids_of = dict(zip(launches["launch"].astype(int), launches["id"], strict=True))
+    ops_of = dict(zip(launches["launch"].astype(int),
+                      launches["op"] if "op" in launches else launches["short_name"],
+                      strict=True))
+    pattern_share = _pattern_shares(runs, ops_of, share_of)
+    findings = []
+    for run in runs:
+        durations = np.array([times[c] for c in run], dtype="float64")
+        total = float(np.nansum(durations))
+        if not total > 0:
+            continue
+        saving = total - float(np.nanmax(durations))
+        values = {"update_launches": float(len(run)), "saving_pct": 100.0 * saving / total,
+                  "optimizer_time_share_pct": float(np.nansum([share_of.get(c, np.nan)
+                                                               for c in run])),
+                  "pattern_time_share_pct": pattern_share[tuple(ops_of[c] for c in run)]}
+        findings.append(make_finding(
+            rule, values, speedup_pct=values["saving_pct"], duration_ns=total,
+            evidence={"optimizer_ns": {"value": total, "unit": "ns",
+                                       "label": "GPU time of the optimizer's launches"},
+                      "update_launches": {"value": float(len(run)), "unit": "",
+                                          "label": "launches of the update"}},
+            kernel_ids=[int(ids_of[c]) for c in run if not pd.isna(ids_of[c])],
+            launch_ids=[int(c) for c in run]))
+    return findings, []
+
+
 def hot_spots(rule: Rule, quantities: pd.DataFrame,
               launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
     """Name the kernels (grouped by name) that take at least 20% of the GPU time."""
@@ -634,6 +743,8 @@ FUNCTION_VALUES: dict[str, set[str]] = {
     "short_launches": {"waited_launches", "launch_count", "idle_pct", "host_launch_us"},
     "layout_conversions": {"conversions", "conversion_time_share_pct"},
     "unfused_attention": {"attention_ops", "attention_time_share_pct", "saving_pct"},
+    "unfused_optimizer": {"update_launches", "saving_pct", "optimizer_time_share_pct",
+                          "pattern_time_share_pct"},
 }
 FUNCTIONS: dict[str, RuleFunction] = {
     "fusion_chain": fusion_chain,
@@ -643,4 +754,5 @@ FUNCTIONS: dict[str, RuleFunction] = {
     "short_launches": short_launches,
     "layout_conversions": layout_conversions,
     "unfused_attention": unfused_attention,
+    "unfused_optimizer": unfused_optimizer,
 }
