@@ -84,6 +84,9 @@ LEFT_OUT_FOR_PASSES: dict[str, str] = {
 NOT_COLLECTED: dict[str, str] = {
     "derived__local_spilling_requests":
         "ncu defines it as sass__inst_executed_register_spilling, the quantity's first source",
+    **dict.fromkeys(("sm__cycles_active.avg", "gpc__cycles_elapsed.max"),
+                    "rescale the pipe shares ncu's rule messages state (of elapsed cycles) in "
+                    "an imported details page; a profiled report measures the pipes directly"),
     "smsp__pcsamp_sample_count":
         "warp-stall samples per source line need ncu's PC-sampling pass: --set full (or "
         "-- --section SourceCounters) adds them",
