@@ -106,9 +106,13 @@ def _per_launch_saving(f: Finding, durations: dict[int, float]) -> dict[int, flo
 def build_actions(analysis: Analysis) -> list[Action]:
     """The ranked action list of one analysis (see the module doc)."""
     table = analysis.report.launches
+    # What each launch costs the step: its GPU time and the GPU's wait on the host before it
+    # (which launching the step at once removes).
+    waits = analysis.host_waits
     durations = dict(zip(table["launch"].tolist(),
                          (table["duration_ns"].fillna(0.0) * table["invocations"]).tolist(),
                          strict=True))
+    budgets = {n: d + waits.get(n, 0.0) for n, d in durations.items()}
     ncu_ids = dict(zip(table["launch"].tolist(), table["id"].tolist(), strict=True))
     names = dict(zip(table["launch"].tolist(), table["short_name"].tolist(), strict=True))
     origins = analysis.origins
@@ -144,21 +148,24 @@ def build_actions(analysis: Analysis) -> list[Action]:
         for n in covered:
             if n not in action.launches:
                 action.launches.append(n)
-        for n, s in _per_launch_saving(f, durations).items():
+        for n, s in _per_launch_saving(f, budgets).items():
             action._claims[n] = max(action._claims.get(n, 0.0), s)
         where = "" if f.launch is None else f": {names.get(f.launch, '')}"
         if f.rule + where not in action.findings:
             action.findings.append(f.rule + where)
-    return _count_once(list(actions.values()), durations, ncu_ids)
+    return _count_once(list(actions.values()), durations, budgets, ncu_ids)
 
 
 def _count_once(actions: list[Action], durations: dict[int, float],
-                ncu_ids: dict[int, object]) -> list[Action]:
-    """Give each launch's time to the actions in rank order, then rank by what they keep."""
+                budgets: dict[int, float], ncu_ids: dict[int, object]) -> list[Action]:
+    """Give each launch's time to the actions in rank order, then rank by what they keep.
+
+    A launch's budget is its GPU time and the wait before it; the time at stake is GPU time.
+    """
     def raw(a: Action) -> float:
         return weighted_saving(sum(a._claims.values()), a.confidence) or 0.0
 
-    remaining = dict(durations)
+    remaining = dict(budgets)
     for a in sorted(actions, key=lambda a: (-raw(a), SEVERITY_RANK[a.severity])):
         a.launches.sort()
         a.kernel_ids = [int(ncu_ids[n]) for n in a.launches if not pd.isna(ncu_ids.get(n))]

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..derive.host_timeline import host_timeline
 from ..derive.limiter import limiters
 from ..derive.ncu_evidence import ncu_rule_categories, ncu_rule_quantities
 from ..derive.occupancy_report import launch_occupancy
@@ -122,10 +123,13 @@ def analyze(report: Report, rules: list[Rule] | None = None,
     findings = apply_policy(findings, launches, origin_table(origins))
     attribute(findings, report.source_lines)
     regions = summarize_regions(launches, rooflines.bound, findings)
+    timeline = host_timeline(launches)
     return Analysis(report=report, quantities=quantities, rooflines=rooflines,
                     occupancy=occupancy, findings=findings, not_evaluated=skipped, rules=rules,
                     command=command, extra_session=dict(session or {}),
                     limiters=limiters(quantities),
                     launch_shapes=shapes, regions=regions,
+                    host_waits=({} if timeline is None
+                                else timeline.wait_ns.dropna().astype(float).to_dict()),
                     origins=launches.set_index("launch")[["origin", "origin_label",
                                                           "origin_library", "role", "op"]])

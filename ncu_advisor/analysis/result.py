@@ -41,6 +41,8 @@ class Analysis:
     origins: pd.DataFrame | None = None  # per launch: origin, origin_label, origin_library, role
     regions: list[Region] = field(default_factory=list)
     limiters: Mapping[int, Limiter] = field(default_factory=dict)  # launch -> its one limiter
+    # launch -> the GPU's modelled wait on the host before it (derive/host_timeline.py)
+    host_waits: Mapping[int, float] = field(default_factory=dict)
     _actions: list[Action] | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:  # the dataclass repr printed every table whole

@@ -470,9 +470,10 @@ def short_launches(rule: Rule, quantities: pd.DataFrame,
               "idle_pct": timeline.idle_pct, "host_launch_us": timeline.launch_ns / 1e3}
     ids = launches["id"].to_numpy()
     touched = bound > 0
-    # The saving is GPU idle time, stated against the GPU time (at most all of it).
+    # The saving is the GPU's idle time: a share of the step's modelled time (GPU + idle).
     findings = [make_finding(
-        rule, values, duration_ns=gpu, speedup_pct=min(100.0, 100.0 * idle / gpu) if gpu else None,
+        rule, values, duration_ns=gpu + idle,
+        speedup_pct=100.0 * idle / (gpu + idle) if gpu + idle else None,
         evidence={"waited_launches": {"value": waited_count, "unit": "",
                                       "label": "launches bound by launching"},
                   "launch_count": {"value": count, "unit": "", "label": "launches"},
