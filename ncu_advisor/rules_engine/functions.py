@@ -385,11 +385,9 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
 
     pattern_share = _pattern_shares(chains, ops_of, share_of)
     for chain in chains:
-        durations = np.array([times[c] for c in chain], dtype="float64")
-        total = float(np.nansum(durations))
+        total, saving = _fused_saving(chain, times)
         if not total > 0:
             continue
-        saving = total - float(np.nanmax(durations))
         ops = [ops_of[c] for c in chain]
         values = {"chain_length": float(len(chain)), "saving_pct": 100.0 * saving / total,
                   "chain_time_share_pct": share(chain),
@@ -420,6 +418,13 @@ def _traffic_bytes(q: pd.DataFrame) -> dict[int, float]:
     if "l2_pct" not in q or "duration_ns" not in q:
         return {}
     return (q["l2_pct"] * q["duration_ns"]).to_dict()
+
+
+def _fused_saving(run: list[int], times: dict[int, float]) -> tuple[float, float]:
+    """A run's GPU time, and what fusing it saves: all but its longest launch's time."""
+    durations = np.array([times[c] for c in run], dtype="float64")
+    total = float(np.nansum(durations))
+    return total, (total - float(np.nanmax(durations)) if total > 0 else 0.0)
 
 
 def _pattern_shares(runs: list[list[int]], ops_of: dict[int, str],
@@ -687,11 +692,9 @@ def unfused_optimizer(rule: Rule, quantities: pd.DataFrame,
     pattern_share = _pattern_shares(runs, ops_of, share_of)
     findings = []
     for run in runs:
-        durations = np.array([times[c] for c in run], dtype="float64")
-        total = float(np.nansum(durations))
+        total, saving = _fused_saving(run, times)
         if not total > 0:
             continue
-        saving = total - float(np.nanmax(durations))
         values = {"update_launches": float(len(run)), "saving_pct": 100.0 * saving / total,
                   "optimizer_time_share_pct": float(np.nansum([share_of.get(c, np.nan)
                                                                for c in run])),
