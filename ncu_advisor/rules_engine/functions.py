@@ -321,8 +321,13 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
     share_of = q["time_share_pct"].to_dict()
     rows = {int(r.launch): r for r in launches.itertuples(index=False)}
 
+    # Where launching binds the step, a tiny op is a launch that fusion removes: a member.
+    timeline = host_timeline(launches)
+    launch_bound = set(timeline.launch_bound()) if timeline is not None else set()
+
     def idle(launch: int) -> bool:  # skipped over: it does not end a run
-        return _eager(rows[launch]) and busy_of.get(launch, 0.0) < _IDLE_PCT
+        return (_eager(rows[launch]) and busy_of.get(launch, 0.0) < _IDLE_PCT
+                and launch not in launch_bound)
 
     eager_program = any(_eager(r) for r in rows.values())
 
