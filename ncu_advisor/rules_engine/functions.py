@@ -325,9 +325,11 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
     timeline = host_timeline(launches)
     launch_bound = set(timeline.launch_bound()) if timeline is not None else set()
 
+    def tiny(launch: int) -> bool:  # next to no work: a launch more than a pass over data
+        return _eager(rows[launch]) and busy_of.get(launch, 0.0) < _IDLE_PCT
+
     def idle(launch: int) -> bool:  # skipped over: it does not end a run
-        return (_eager(rows[launch]) and busy_of.get(launch, 0.0) < _IDLE_PCT
-                and launch not in launch_bound)
+        return tiny(launch) and launch not in launch_bound
 
     eager_program = any(_eager(r) for r in rows.values())
 
@@ -359,12 +361,14 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
 
     def size_class(run: list[int]) -> int:
         # The run's size is set by its larger recent members: a small side input (a
-        # position embedding, a bias) joins a run without resetting it.
-        return max(run[-2:], key=lambda c: traffic.get(c, 0.0) or 0.0)
+        # position embedding, a bias) joins a run without resetting it, and a tiny op (a
+        # launch the step is bound by) does not size it.
+        sized_members = [c for c in run if not tiny(c)] or run
+        return max(sized_members[-2:], key=lambda c: traffic.get(c, 0.0) or 0.0)
 
     def sized(run: list[int], launch: int) -> bool:
         anchor = size_class(run)
-        if comparable(anchor, launch):
+        if tiny(launch) or tiny(anchor) or comparable(anchor, launch):
             return True
         # A much smaller op is a side input when the op after it is of the run's size again
         # (gather, small gather, add of the two); a much larger one starts something else.
