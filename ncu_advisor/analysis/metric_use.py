@@ -33,6 +33,7 @@ def _modules() -> list:
     from ..derive import (
         gpu_specs,
         launch_shape,
+        ncu_evidence,
         occupancy,
         occupancy_report,
         origin,
@@ -44,7 +45,7 @@ def _modules() -> list:
     from . import regions, result, validity
 
     return [result, dispatch, quantities, roofline, occupancy, occupancy_report, launch_shape,
-            gpu_specs, engine, functions, origin, regions, validity]
+            gpu_specs, engine, functions, origin, ncu_evidence, regions, validity]
 
 
 # Anything shaped like an ncu metric name ("dram__bytes.sum", "inst_executed"); a few other
