@@ -38,7 +38,14 @@ import pyarrow as pa
 
 from ..errors import ReportParseError
 from ..report import METRIC_COLUMNS, RULE_COLUMNS, Report
-from .common import DECIMAL_POINT, MAX_WHOLE, InputStream, NumberFormat, told_format
+from .common import (
+    DECIMAL_POINT,
+    MAX_WHOLE,
+    InputStream,
+    NumberFormat,
+    repeated_texts,
+    told_format,
+)
 
 # The details CSV reader's building blocks: one conversion of launches, units and labels for
 # both forms of the details page.
@@ -574,6 +581,7 @@ def _rule_table(launches: list[_Launch]) -> pd.DataFrame:
             columns["speedup"].append(speedup)
     if not columns["launch"]:
         return pd.DataFrame([], columns=RULE_COLUMNS)
+    columns["description"] = repeated_texts(columns["description"])
     return pd.DataFrame(columns, columns=RULE_COLUMNS)
 
 
