@@ -154,7 +154,7 @@ def document_head(analysis: Analysis) -> dict:
             "bounds": analysis.bounds(),
             "top_kernels": top,
             "application_not_evaluated": [
-                _skipped_dict(n) for n in analysis.not_evaluated if n.launch is None],
+                _skipped_dict(n) for n in analysis.not_evaluated.by_launch()(None)],
         },
         # The changes to make, ranked, each saving counted once (actions.py); first because
         # outputs lead with them.
@@ -183,9 +183,7 @@ def iter_kernels(analysis: Analysis, include_metrics: bool = False,
         findings_by_launch.setdefault(f.launch, []).append(f)
     # The entries themselves, made when their launch is written: ~11 a launch of a text
     # capture, 730,000 dicts (~300 MB) at 1 GB of text if all were made first.
-    skipped_by_launch: dict[int | None, list[NotEvaluated]] = {}
-    for n in analysis.not_evaluated:
-        skipped_by_launch.setdefault(n.launch, []).append(n)
+    skipped_of = analysis.not_evaluated.by_launch()
     # The key quantities of each launch as plain floats, with their unit and label.
     shown = [name for name in KEY_QUANTITIES if name in analysis.quantities.columns]
     described = [(name, unit_of(name), label_of(name)) for name in shown]
@@ -224,7 +222,7 @@ def iter_kernels(analysis: Analysis, include_metrics: bool = False,
             "findings": [finding_entry(f) for f in
                          _most_severe_first(findings_by_launch.get(launch, []))]
             if wanted("findings") else None,
-            "not_evaluated": [_skipped_dict(n) for n in skipped_by_launch.get(launch, ())],
+            "not_evaluated": [_skipped_dict(n) for n in skipped_of(launch)],
             "ncu_rules": rules_by_launch.get(launch, []),
             **origins.get(launch, _NO_ORIGIN),
         }

@@ -15,7 +15,7 @@ from ..derive.limiter import Limiter
 from ..derive.occupancy_report import LaunchEntries
 from ..derive.roofline import Rooflines
 from ..report import Report
-from ..rules_engine.engine import Finding, NotEvaluated
+from ..rules_engine.engine import Finding, NotEvaluatedList
 from ..rules_engine.schema import Rule
 from . import contract
 from .actions import Action, build_actions
@@ -33,7 +33,7 @@ class Analysis:
     rooflines: Rooflines  # launch -> Roofline, computed when read; .bound kept for all
     occupancy: Mapping[int, dict]  # built per launch on access (derive/occupancy_report.py)
     findings: list[Finding]
-    not_evaluated: list[NotEvaluated]
+    not_evaluated: NotEvaluatedList  # reads as a list of NotEvaluated
     rules: list[Rule]
     command: list[str] | None = None
     extra_session: dict = field(default_factory=dict)
@@ -51,7 +51,8 @@ class Analysis:
     @property
     def validity(self) -> list[dict]:
         """What limits trust in the numbers (``validity.py``); reads ``extra_session`` too."""
-        return validity_checks(self.report, self.rules, self.not_evaluated, self.extra_session)
+        return validity_checks(self.report, self.rules, self.not_evaluated.distinct(),
+                               self.extra_session)
 
     @property
     def total_time_ns(self) -> float:

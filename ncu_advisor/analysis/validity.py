@@ -355,7 +355,8 @@ def validity_checks(report: Report, rules: list[Rule], not_evaluated: list[NotEv
     Args:
         report: the Report analyzed.
         rules: the rules that ran (to say which ones unavailable metrics affect).
-        not_evaluated: the rules that lacked metrics.
+        not_evaluated: the rules that lacked metrics (each distinct entry once is enough:
+            only their rules and missing metrics are read).
         extra_session: facts the caller knows beyond the inputs (profile mode: the ncu
             command, set, clock and cache control).
 
