@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -164,16 +165,31 @@ def document_head(analysis: Analysis) -> dict:
     }
 
 
+def _narrowed(fields: tuple[str, ...] | None) -> dict[str, tuple[str, ...]]:
+    """The ``name.key`` fields: for each entry field, the keys of it wanted."""
+    keys: dict[str, list[str]] = {}
+    for name in fields or ():
+        field, _, key = name.partition(".")
+        if key:
+            keys.setdefault(field, []).append(key)
+    return {field: tuple(names) for field, names in keys.items()}
+
+
 def iter_kernels(analysis: Analysis, include_metrics: bool = False,
-                 fields: tuple[str, ...] | None = None, clean: bool = True):
+                 fields: tuple[str, ...] | None = None, clean: bool = True,
+                 launches: Collection[int] | None = None):
     """Yield the JSON entry of each launch in order, one at a time (only ``fields``).
 
-    ``clean=False`` leaves findings as the JSON writer takes them (an Evidence mapping,
-    tuples, NaN), not copied into plain dicts and lists for a renderer.
+    ``fields``: entry fields, or ``field.key`` for some keys of a field (of each item of a
+    list field): ``roofline.bound``, ``findings.severity``. ``clean=False`` leaves findings
+    as the JSON writer takes them (an Evidence mapping, tuples, NaN), not copied into plain
+    dicts and lists for a renderer. ``launches``: only the entries of these launches.
     """
     finding_entry = _finding_dict if clean else _finding_fields
     rep = analysis.report
     wanted = (lambda name: True) if fields is None else frozenset(fields).__contains__
+    keys = _narrowed(fields)
+    roofline_keys, finding_keys = keys.get("roofline", ()), keys.get("findings", ())
     rules_by_launch = _NcuRulesByLaunch(rep.ncu_rules)
     metrics_by_launch = ({int(k): g for k, g in rep.metrics.groupby("launch")}
                          if include_metrics else {})
@@ -195,7 +211,10 @@ def iter_kernels(analysis: Analysis, include_metrics: bool = False,
     # "roofline.bound" asks for the roofline entry with its bound only.
     entry_fields = None if fields is None else list(dict.fromkeys(
         name.split(".")[0] for name in fields))
-    for row in rep.launches.itertuples(index=False):
+    table = rep.launches
+    if launches is not None:
+        table = table[table["launch"].isin(list(launches)).to_numpy()]
+    for row in table.itertuples(index=False):
         launch = int(row.launch)
         qrow = values[position[launch]].tolist()
         entry = {
@@ -213,15 +232,18 @@ def iter_kernels(analysis: Analysis, include_metrics: bool = False,
                 if math.isfinite(value)
             } if wanted("quantities") else None,
             "roofline": (analysis.rooflines[launch].to_dict() if wanted("roofline")
-                         else {"bound": bounds[launch]} if wanted("roofline.bound")
-                         else None),
+                         # the bound alone is kept for every launch; the rest is computed
+                         else {"bound": bounds[launch]} if roofline_keys == ("bound",)
+                         else _keys_of(analysis.rooflines[launch].to_dict(), roofline_keys)
+                         if roofline_keys else None),
             "occupancy": analysis.occupancy[launch],
             "launch_shape": analysis.launch_shapes.get(launch, {}),
             "limiter": (analysis.limiters[launch].to_dict()
                         if launch in analysis.limiters else None),
-            "findings": [finding_entry(f) for f in
-                         _most_severe_first(findings_by_launch.get(launch, []))]
-            if wanted("findings") else None,
+            "findings": [finding_entry(f) if not finding_keys else
+                         strict({key: getattr(f, key) for key in finding_keys})
+                         for f in _most_severe_first(findings_by_launch.get(launch, []))]
+            if wanted("findings") or finding_keys else None,
             "not_evaluated": [_skipped_dict(n) for n in skipped_of(launch)],
             "ncu_rules": rules_by_launch.get(launch, []),
             **origins.get(launch, _NO_ORIGIN),
@@ -229,6 +251,10 @@ def iter_kernels(analysis: Analysis, include_metrics: bool = False,
         if include_metrics:
             entry["metrics"] = _metric_list(metrics_by_launch.get(launch))
         yield entry if entry_fields is None else {name: entry[name] for name in entry_fields}
+
+
+def _keys_of(entry: dict, keys: tuple[str, ...]) -> dict:
+    return {key: entry[key] for key in keys}
 
 
 def to_dict(analysis: Analysis, include_metrics: bool = False,

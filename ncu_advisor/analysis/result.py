@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -138,6 +138,7 @@ class Analysis:
         contract.write_json(self, fh, include_metrics)
 
     def iter_kernels(self, include_metrics: bool = False,
-                     fields: tuple[str, ...] | None = None, clean: bool = True):
+                     fields: tuple[str, ...] | None = None, clean: bool = True,
+                     launches: Collection[int] | None = None):
         """Yield the JSON entry of each launch in order (:func:`.contract.iter_kernels`)."""
-        return contract.iter_kernels(self, include_metrics, fields, clean)
+        return contract.iter_kernels(self, include_metrics, fields, clean, launches)
