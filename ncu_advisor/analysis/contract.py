@@ -59,19 +59,27 @@ class _NcuRulesByLaunch:
     """Ncu's rule results as JSON records of one launch, made when that launch is written.
 
     The records of every launch made at once were ~400 bytes each: 650,000 of them (260 MB)
-    at 1 GB of text output, held while the JSON was written kernel by kernel.
+    at 1 GB of text output, held while the JSON was written kernel by kernel. Each column is
+    held as codes into its distinct values: a Python string per row and text column was
+    ~150 MB more at 1 GB of text output.
     """
 
     _COLS = ["rule", "section", "type", "title", "description", "speedup_type", "speedup"]
 
     def __init__(self, frame: pd.DataFrame | None) -> None:
         self._rows: dict[int, np.ndarray] = {}
+        # Per column: (codes, values): values[codes[row]], missing as None; codes None for
+        # a float column (its values, NaN for missing: strict() writes None).
+        self._columns: list[tuple[np.ndarray | None, np.ndarray | list]] = []
         if frame is None or frame.empty:
-            self._columns: list[list] = []
             return
-        # Column by column, missing as None (one list of Python objects each).
-        self._columns = [frame[c].astype(object).where(frame[c].notna(), None).tolist()
-                         for c in self._COLS]
+        for c in self._COLS:
+            column = frame[c]
+            if pd.api.types.is_float_dtype(column.dtype):  # never factorized: -0.0 stays
+                self._columns.append((None, column.to_numpy(dtype="float64")))
+            else:
+                codes, distinct = pd.factorize(column)
+                self._columns.append((codes, [*pd.Series(distinct, dtype=object), None]))
         launch = frame["launch"].to_numpy(dtype=np.int64)
         order = np.argsort(launch, kind="stable")  # rows of a launch in table order
         keys, starts = np.unique(launch[order], return_index=True)
@@ -83,9 +91,11 @@ class _NcuRulesByLaunch:
         rows = self._rows.get(launch)
         if rows is None:
             return default
-        return [strict({c: column[i] for c, column in zip(self._COLS, self._columns,
-                                                          strict=True)})
-                for i in rows.tolist()]
+        columns = [values[rows].tolist() if codes is None
+                   else [values[code] for code in codes[rows].tolist()]
+                   for codes, values in self._columns]
+        return [strict(dict(zip(self._COLS, record, strict=True)))
+                for record in zip(*columns, strict=True)]
 
 
 def _metric_list(frame: pd.DataFrame | None) -> list[dict]:
