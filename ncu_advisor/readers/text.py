@@ -27,6 +27,7 @@ go to ``session["ncu_messages"]`` as the CSV reader stores them, the latter are 
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -40,7 +41,6 @@ from ..errors import ReportParseError
 from ..report import METRIC_COLUMNS, RULE_COLUMNS, Report
 from .common import (
     DECIMAL_POINT,
-    MAX_WHOLE,
     InputStream,
     NumberFormat,
     repeated_texts,
@@ -301,60 +301,85 @@ CHUNK_BYTES = 4 << 20
 class _TextLines:
     """The lines of a text export, read and decoded in pieces of :data:`CHUNK_BYTES`.
 
-    UTF-16 (PowerShell's ``>``, small files in practice) is decoded whole. After the
-    lines are read: ``empty`` (no byte but white space) and ``cut`` (no final newline:
-    the last line, which may hold half a value, is not given).
+    UTF-8, or UTF-16 with a BOM (PowerShell's ``>``), each piece cut after its last line
+    end. After the lines are read: ``empty`` (no byte but white space) and ``cut`` (no
+    final newline: the last line, which may hold half a value, is not given).
     """
 
     def __init__(self, path: Path) -> None:
         self.path, self.empty, self.cut = path, True, False
 
     def __iter__(self):
-        path = self.path
-        with InputStream(path, None) as fh:
+        with InputStream(self.path, None) as fh:
             first = fh.read(CHUNK_BYTES)
             if first.startswith((b"\xff\xfe", b"\xfe\xff")):
-                fh.limit, fh.what = MAX_WHOLE, "the UTF-16 reader"
-                raw = first + fh.read()
-                self.empty = raw.isspace()
-                text = decode(raw, path)
-                del raw
-                self.cut = not text.endswith("\n")
-                lines = text.splitlines()
-                yield from lines[:-1] if self.cut else lines
+                yield from self._utf16(fh, first)
                 return
             if b"\x00" in first[:4096]:
-                raise ReportParseError(f"{path}: binary data, not Nsight Compute text output")
-            rest, offset, data = b"", 0, first
-            while True:
-                eof = not data
-                buf = rest + data
-                cut = len(buf) if eof else buf.rfind(b"\n") + 1
-                piece, rest = buf[:cut], buf[cut:]
-                del buf
-                if piece:
-                    self.empty = self.empty and piece.isspace()
-                    if not offset:
-                        text = decode(piece, path)  # a BOM, and the first piece's errors
-                    else:
-                        try:
-                            text = piece.decode("utf-8")
-                        except UnicodeDecodeError as exc:
-                            at = offset + exc.start
-                            raise ReportParseError(
-                                f"{path}: not UTF-8 text (byte 0x{piece[exc.start]:02x} at "
-                                f"offset {at}); re-export it with ncu --csv") from None
-                    offset += len(piece)
-                    lines = text.splitlines()
-                    del text
-                    if eof and not piece.endswith(b"\n"):
-                        self.cut = not self.empty
-                        lines = lines[:-1]
-                    yield from lines
-                    del lines
-                if eof:
-                    return
-                data = fh.read(CHUNK_BYTES)
+                raise ReportParseError(
+                    f"{self.path}: binary data, not Nsight Compute text output")
+            yield from self._utf8(fh, first)
+
+    def _utf8(self, fh: InputStream, data: bytes):
+        path = self.path
+        rest, offset = b"", 0
+        while True:
+            eof = not data
+            buf = rest + data
+            cut = len(buf) if eof else buf.rfind(b"\n") + 1
+            piece, rest = buf[:cut], buf[cut:]
+            del buf
+            if piece:
+                self.empty = self.empty and piece.isspace()
+                if not offset:
+                    text = decode(piece, path)  # a BOM, and the first piece's errors
+                else:
+                    try:
+                        text = piece.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        at = offset + exc.start
+                        raise ReportParseError(
+                            f"{path}: not UTF-8 text (byte 0x{piece[exc.start]:02x} at "
+                            f"offset {at}); re-export it with ncu --csv") from None
+                offset += len(piece)
+                lines = self._lines(text, eof)
+                del text
+                yield from lines
+                del lines
+            if eof:
+                return
+            data = fh.read(CHUNK_BYTES)
+
+    def _utf16(self, fh: InputStream, data: bytes):
+        """Decoded as it is read: a piece may end inside a character (held for the next)."""
+        decoder = codecs.getincrementaldecoder("utf-16")()
+        rest = ""
+        while True:
+            eof = not data
+            self.empty = self.empty and (eof or data.isspace())
+            try:
+                buf = rest + decoder.decode(data, final=eof)
+            except UnicodeDecodeError as exc:
+                raise ReportParseError(
+                    f"{self.path}: broken UTF-16 text ({exc.reason})") from None
+            cut = len(buf) if eof else buf.rfind("\n") + 1
+            text, rest = buf[:cut], buf[cut:]
+            del buf
+            lines = self._lines(text, eof)
+            del text
+            yield from lines
+            del lines
+            if eof:
+                return
+            data = fh.read(CHUNK_BYTES)
+
+    def _lines(self, text: str, last: bool) -> list[str]:
+        """A piece's lines; of the ``last`` piece, not a final line without its newline."""
+        lines = text.splitlines()
+        if last and text and not text.endswith("\n"):
+            self.cut = not self.empty
+            lines = lines[:-1]
+        return lines
 
 
 def read_text_output(path: Path, metrics: Iterable[str] | None = None) -> Report:
