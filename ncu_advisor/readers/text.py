@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -311,51 +311,58 @@ class _TextLines:
 
     def __iter__(self):
         with InputStream(self.path, None) as fh:
-            first = fh.read(CHUNK_BYTES)
-            if first.startswith((b"\xff\xfe", b"\xfe\xff")):
-                yield from self._utf16(fh, first)
-                return
-            if b"\x00" in first[:4096]:
+            data = fh.read(CHUNK_BYTES)
+            if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+                text_of = self._utf16()
+            elif b"\x00" in data[:4096]:
                 raise ReportParseError(
                     f"{self.path}: binary data, not Nsight Compute text output")
-            yield from self._utf8(fh, first)
+            else:
+                text_of = self._utf8()
+            while True:
+                eof = not data
+                lines = self._lines(text_of(data, eof), eof)
+                yield from lines
+                del lines
+                if eof:
+                    return
+                data = fh.read(CHUNK_BYTES)
 
-    def _utf8(self, fh: InputStream, data: bytes):
-        path = self.path
-        rest, offset = b"", 0
-        while True:
-            eof = not data
+    def _utf8(self) -> Callable[[bytes, bool], str]:
+        """``(bytes read, at the end) -> the text of the whole lines read so far``.
+
+        Cut before decoding: an error names its byte and offset in the file.
+        """
+        path, rest, offset = self.path, b"", 0
+
+        def text_of(data: bytes, eof: bool) -> str:
+            nonlocal rest, offset
             buf = rest + data
             cut = len(buf) if eof else buf.rfind(b"\n") + 1
             piece, rest = buf[:cut], buf[cut:]
             del buf
-            if piece:
-                self.empty = self.empty and piece.isspace()
-                if not offset:
-                    text = decode(piece, path)  # a BOM, and the first piece's errors
-                else:
-                    try:
-                        text = piece.decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        at = offset + exc.start
-                        raise ReportParseError(
-                            f"{path}: not UTF-8 text (byte 0x{piece[exc.start]:02x} at "
-                            f"offset {at}); re-export it with ncu --csv") from None
-                offset += len(piece)
-                lines = self._lines(text, eof)
-                del text
-                yield from lines
-                del lines
-            if eof:
-                return
-            data = fh.read(CHUNK_BYTES)
+            if not piece:
+                return ""
+            self.empty = self.empty and piece.isspace()
+            if not offset:
+                text = decode(piece, path)  # a BOM, and the first piece's errors
+            else:
+                try:
+                    text = piece.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise ReportParseError(
+                        f"{path}: not UTF-8 text (byte 0x{piece[exc.start]:02x} at offset "
+                        f"{offset + exc.start}); re-export it with ncu --csv") from None
+            offset += len(piece)
+            return text
+        return text_of
 
-    def _utf16(self, fh: InputStream, data: bytes):
-        """Decoded as it is read: a piece may end inside a character (held for the next)."""
-        decoder = codecs.getincrementaldecoder("utf-16")()
-        rest = ""
-        while True:
-            eof = not data
+    def _utf16(self) -> Callable[[bytes, bool], str]:
+        """As :meth:`_utf8`, decoded as read: a piece may end inside a character."""
+        decoder, rest = codecs.getincrementaldecoder("utf-16")(), ""
+
+        def text_of(data: bytes, eof: bool) -> str:
+            nonlocal rest
             self.empty = self.empty and (eof or data.isspace())
             try:
                 buf = rest + decoder.decode(data, final=eof)
@@ -364,14 +371,8 @@ class _TextLines:
                     f"{self.path}: broken UTF-16 text ({exc.reason})") from None
             cut = len(buf) if eof else buf.rfind("\n") + 1
             text, rest = buf[:cut], buf[cut:]
-            del buf
-            lines = self._lines(text, eof)
-            del text
-            yield from lines
-            del lines
-            if eof:
-                return
-            data = fh.read(CHUNK_BYTES)
+            return text
+        return text_of
 
     def _lines(self, text: str, last: bool) -> list[str]:
         """A piece's lines; of the ``last`` piece, not a final line without its newline."""
