@@ -61,7 +61,7 @@ class _NcuRulesByLaunch:
     The records of every launch made at once were ~400 bytes each: 650,000 of them (260 MB)
     at 1 GB of text output, held while the JSON was written kernel by kernel. Each column is
     held as codes into its distinct values: a Python string per row and text column was
-    ~150 MB more at 1 GB of text output.
+    28.6 MB for the 98,032 rule results of 150 MB of text output (7.2 MB now).
     """
 
     _COLS = ["rule", "section", "type", "title", "description", "speedup_type", "speedup"]
