@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from ncu_advisor import analyze, read_report
+from ncu_advisor.analysis.contract import select
 from ncu_advisor.render import html_view
-from ncu_advisor.render.html import render_html
+from ncu_advisor.render.html import page_document, render_html
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -24,10 +25,15 @@ SOURCE = ROOT / "sample_reports" / "corpus" / "torch_decoder_train.raw.csv.gz"
 
 
 @pytest.fixture(scope="module")
-def big(tmp_path_factory):
+def big_analysis(tmp_path_factory):
     raw = tmp_path_factory.mktemp("big") / "generated_1200.raw.csv"
     replicate_raw(SOURCE, raw, launches=1200)
-    result = analyze(read_report(raw)).to_dict()
+    return analyze(read_report(raw))
+
+
+@pytest.fixture(scope="module")
+def big(big_analysis):
+    result = big_analysis.to_dict()
     return result, render_html(result)
 
 
@@ -44,6 +50,24 @@ def test_a_big_run_lists_kernel_shapes_not_launches(big):
     assert 0 < len(sections) <= html_view.DETAIL_LIMIT
     linked = set(re.findall(r'href="#(k-\d+)"', page))
     assert linked <= set(sections)
+
+
+def test_the_page_document_of_a_big_run_is_whole_for_its_sections_only(big, big_analysis):
+    # Every kernel's whole entry was 1.5 GB at 1 GB of text output (issue 25); the page
+    # reads a few fields of the kernels it gives no section, and is the same page.
+    result, page = big
+    document = page_document(big_analysis)
+    whole = [k for k in document["kernels"] if "ncu_rules" in k]
+    assert 0 < len(whole) <= html_view.DETAIL_LIMIT < len(document["kernels"])
+    assert set(document) == set(result) and document["findings"] == result["findings"]
+    document["generated_at"] = result["generated_at"]
+    assert render_html(document) == page
+    # --kernel/--nvtx keep some launches: few enough, each has its section, whole.
+    for chosen in ([k["launch"] for k in result["kernels"]][:40],
+                   [k["launch"] for k in result["kernels"]][::3]):
+        narrowed = select(page_document(big_analysis, launches=chosen), chosen)
+        narrowed["generated_at"] = result["generated_at"]
+        assert render_html(narrowed) == render_html(select(result, chosen))
 
 
 def test_a_big_run_keeps_the_action_list_and_bounds_the_findings(big):

@@ -13,7 +13,7 @@ from ncu_advisor.checklist import PROGRAM_CATEGORIES
 from ncu_advisor.errors import RuleDefinitionError
 from ncu_advisor.rules_engine.conditions import holds
 from ncu_advisor.rules_engine.engine import estimate_pct
-from ncu_advisor.rules_engine.findings import fill_template
+from ncu_advisor.rules_engine.findings import NotEvaluated, NotEvaluatedList, fill_template
 from ncu_advisor.rules_engine.loader import (
     builtin_rules_dir,
     load_rule_file,
@@ -123,6 +123,42 @@ def test_basic_set_report_says_what_it_could_not_evaluate():
     assert "--set full" in entry.collect_with
     # What the basic set does hold is still evaluated.
     assert any(f.rule == "launch-config.small-grid" for f in result.findings)
+
+
+def test_not_evaluated_entries_are_held_once_and_read_as_a_list():
+    # One object per (rule, launch) was ~11 a launch, 670 MB at 1 GB of text (issue 25).
+    a = NotEvaluated("r.a", "memory", ["m1"], "--section X")
+    b = NotEvaluated("r.b", "compute", ["m2", "m3"], "--metrics m2,m3")
+    app = NotEvaluated("r.c", "fusion", ["m4"], "--section Y")
+    entries = NotEvaluatedList()
+    for launch in (3, 1, 2):
+        entries.add(a, launch)
+    entries.add(b, 1)
+    entries.extend([app])  # launch None: the application
+    want = [NotEvaluated("r.a", "memory", ["m1"], "--section X", 3),
+            NotEvaluated("r.a", "memory", ["m1"], "--section X", 1),
+            NotEvaluated("r.a", "memory", ["m1"], "--section X", 2),
+            NotEvaluated("r.b", "compute", ["m2", "m3"], "--metrics m2,m3", 1), app]
+    assert entries == want and list(entries) == want and len(entries) == 5
+    assert entries[3] == want[3] and entries[-1] == app and entries[1:3] == want[1:3]
+    assert entries != want[:4] and NotEvaluatedList() == []
+    assert entries.distinct() == [a, b, app] and len(entries._kinds) == 3
+    of = entries.by_launch()
+    assert of(1) == [want[1], want[3]] and of(None) == [app] and of(7) == []
+    entries[0].missing.append("changed")  # an entry read is a copy
+    assert entries[0] == want[0]
+    # Relabel the entries of launches 1 and 2: once per distinct entry, in place.
+    seen = []
+
+    def hinted(n):
+        seen.append(n.rule)
+        n.collect_with = "raw page; " + n.collect_with
+        return n
+
+    entries.relabel(np.isin(entries.launches(), [1, 2]), hinted)
+    assert sorted(seen) == ["r.a", "r.b"]
+    assert [n.collect_with.startswith("raw page") for n in entries] == [
+        False, True, True, True, False]
 
 
 def test_full_set_report_evaluates_every_kernel_rule():

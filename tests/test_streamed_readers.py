@@ -98,6 +98,26 @@ def test_a_file_cut_mid_line_in_a_later_piece(tmp_path, monkeypatch, name):
     assert any("ends mid-line" in w for w in cut[1].warnings)
 
 
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be"])
+def test_a_utf16_text_output_is_read_in_pieces_as_its_utf8_copy(tmp_path, monkeypatch,
+                                                                   encoding):
+    # PowerShell's > writes UTF-16; it was decoded whole (within 2 GiB). Pieces of an odd
+    # size (some end inside a character) give the Report of the UTF-8 file.
+    src = REPORTS / "forms" / "forms_app.live.full.txt"
+    path = tmp_path / src.name
+    data = (b"\xfe\xff" if encoding.endswith("be") else b"") + src.read_text(
+        encoding="utf-8").encode(encoding)
+    path.write_bytes(src.read_bytes())
+    utf8 = _read(path, lean=False)
+    path.write_bytes(data)
+    monkeypatch.setattr(text, "CHUNK_BYTES", 4095)
+    _same(utf8, _read(path, lean=False))
+    path.write_bytes(data[: len(data) * 2 // 3 // 2 * 2])  # cut mid-line
+    assert any("ends mid-line" in w for w in _read(path, lean=False)[1].warnings)
+    path.write_bytes(data[:-1])  # half a character
+    assert "broken UTF-16 text" in _read(path, lean=False)[1]
+
+
 def _html(args, capsys, tmp_path, name) -> str:
     out = tmp_path / name
     assert main(["analyze", *args, "-f", "html", "-o", str(out)]) == 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -58,19 +59,27 @@ class _NcuRulesByLaunch:
     """Ncu's rule results as JSON records of one launch, made when that launch is written.
 
     The records of every launch made at once were ~400 bytes each: 650,000 of them (260 MB)
-    at 1 GB of text output, held while the JSON was written kernel by kernel.
+    at 1 GB of text output, held while the JSON was written kernel by kernel. Each column is
+    held as codes into its distinct values: a Python string per row and text column was
+    28.6 MB for the 98,032 rule results of 150 MB of text output (7.2 MB now).
     """
 
     _COLS = ["rule", "section", "type", "title", "description", "speedup_type", "speedup"]
 
     def __init__(self, frame: pd.DataFrame | None) -> None:
         self._rows: dict[int, np.ndarray] = {}
+        # Per column: (codes, values): values[codes[row]], missing as None; codes None for
+        # a float column (its values, NaN for missing: strict() writes None).
+        self._columns: list[tuple[np.ndarray | None, np.ndarray | list]] = []
         if frame is None or frame.empty:
-            self._columns: list[list] = []
             return
-        # Column by column, missing as None (one list of Python objects each).
-        self._columns = [frame[c].astype(object).where(frame[c].notna(), None).tolist()
-                         for c in self._COLS]
+        for c in self._COLS:
+            column = frame[c]
+            if pd.api.types.is_float_dtype(column.dtype):  # never factorized: -0.0 stays
+                self._columns.append((None, column.to_numpy(dtype="float64")))
+            else:
+                codes, distinct = pd.factorize(column)
+                self._columns.append((codes, [*pd.Series(distinct, dtype=object), None]))
         launch = frame["launch"].to_numpy(dtype=np.int64)
         order = np.argsort(launch, kind="stable")  # rows of a launch in table order
         keys, starts = np.unique(launch[order], return_index=True)
@@ -82,9 +91,11 @@ class _NcuRulesByLaunch:
         rows = self._rows.get(launch)
         if rows is None:
             return default
-        return [strict({c: column[i] for c, column in zip(self._COLS, self._columns,
-                                                          strict=True)})
-                for i in rows.tolist()]
+        columns = [values[rows].tolist() if codes is None
+                   else [values[code] for code in codes[rows].tolist()]
+                   for codes, values in self._columns]
+        return [strict(dict(zip(self._COLS, record, strict=True)))
+                for record in zip(*columns, strict=True)]
 
 
 def _metric_list(frame: pd.DataFrame | None) -> list[dict]:
@@ -154,7 +165,7 @@ def document_head(analysis: Analysis) -> dict:
             "bounds": analysis.bounds(),
             "top_kernels": top,
             "application_not_evaluated": [
-                _skipped_dict(n) for n in analysis.not_evaluated if n.launch is None],
+                _skipped_dict(n) for n in analysis.not_evaluated.by_launch()(None)],
         },
         # The changes to make, ranked, each saving counted once (actions.py); first because
         # outputs lead with them.
@@ -164,16 +175,31 @@ def document_head(analysis: Analysis) -> dict:
     }
 
 
+def _narrowed(fields: tuple[str, ...] | None) -> dict[str, tuple[str, ...]]:
+    """The ``name.key`` fields: for each entry field, the keys of it wanted."""
+    keys: dict[str, list[str]] = {}
+    for name in fields or ():
+        field, _, key = name.partition(".")
+        if key:
+            keys.setdefault(field, []).append(key)
+    return {field: tuple(names) for field, names in keys.items()}
+
+
 def iter_kernels(analysis: Analysis, include_metrics: bool = False,
-                 fields: tuple[str, ...] | None = None, clean: bool = True):
+                 fields: tuple[str, ...] | None = None, clean: bool = True,
+                 launches: Collection[int] | None = None):
     """Yield the JSON entry of each launch in order, one at a time (only ``fields``).
 
-    ``clean=False`` leaves findings as the JSON writer takes them (an Evidence mapping,
-    tuples, NaN), not copied into plain dicts and lists for a renderer.
+    ``fields``: entry fields, or ``field.key`` for some keys of a field (of each item of a
+    list field): ``roofline.bound``, ``findings.severity``. ``clean=False`` leaves findings
+    as the JSON writer takes them (an Evidence mapping, tuples, NaN), not copied into plain
+    dicts and lists for a renderer. ``launches``: only the entries of these launches.
     """
     finding_entry = _finding_dict if clean else _finding_fields
     rep = analysis.report
     wanted = (lambda name: True) if fields is None else frozenset(fields).__contains__
+    keys = _narrowed(fields)
+    roofline_keys, finding_keys = keys.get("roofline", ()), keys.get("findings", ())
     rules_by_launch = _NcuRulesByLaunch(rep.ncu_rules)
     metrics_by_launch = ({int(k): g for k, g in rep.metrics.groupby("launch")}
                          if include_metrics else {})
@@ -183,9 +209,7 @@ def iter_kernels(analysis: Analysis, include_metrics: bool = False,
         findings_by_launch.setdefault(f.launch, []).append(f)
     # The entries themselves, made when their launch is written: ~11 a launch of a text
     # capture, 730,000 dicts (~300 MB) at 1 GB of text if all were made first.
-    skipped_by_launch: dict[int | None, list[NotEvaluated]] = {}
-    for n in analysis.not_evaluated:
-        skipped_by_launch.setdefault(n.launch, []).append(n)
+    skipped_of = analysis.not_evaluated.by_launch()
     # The key quantities of each launch as plain floats, with their unit and label.
     shown = [name for name in KEY_QUANTITIES if name in analysis.quantities.columns]
     described = [(name, unit_of(name), label_of(name)) for name in shown]
@@ -197,7 +221,10 @@ def iter_kernels(analysis: Analysis, include_metrics: bool = False,
     # "roofline.bound" asks for the roofline entry with its bound only.
     entry_fields = None if fields is None else list(dict.fromkeys(
         name.split(".")[0] for name in fields))
-    for row in rep.launches.itertuples(index=False):
+    table = rep.launches
+    if launches is not None:
+        table = table[table["launch"].isin(list(launches)).to_numpy()]
+    for row in table.itertuples(index=False):
         launch = int(row.launch)
         qrow = values[position[launch]].tolist()
         entry = {
@@ -215,22 +242,29 @@ def iter_kernels(analysis: Analysis, include_metrics: bool = False,
                 if math.isfinite(value)
             } if wanted("quantities") else None,
             "roofline": (analysis.rooflines[launch].to_dict() if wanted("roofline")
-                         else {"bound": bounds[launch]} if wanted("roofline.bound")
-                         else None),
+                         # the bound alone is kept for every launch; the rest is computed
+                         else {"bound": bounds[launch]} if roofline_keys == ("bound",)
+                         else _keys_of(analysis.rooflines[launch].to_dict(), roofline_keys)
+                         if roofline_keys else None),
             "occupancy": analysis.occupancy[launch],
             "launch_shape": analysis.launch_shapes.get(launch, {}),
             "limiter": (analysis.limiters[launch].to_dict()
                         if launch in analysis.limiters else None),
-            "findings": [finding_entry(f) for f in
-                         _most_severe_first(findings_by_launch.get(launch, []))]
-            if wanted("findings") else None,
-            "not_evaluated": [_skipped_dict(n) for n in skipped_by_launch.get(launch, ())],
+            "findings": [finding_entry(f) if not finding_keys else
+                         strict({key: getattr(f, key) for key in finding_keys})
+                         for f in _most_severe_first(findings_by_launch.get(launch, []))]
+            if wanted("findings") or finding_keys else None,
+            "not_evaluated": [_skipped_dict(n) for n in skipped_of(launch)],
             "ncu_rules": rules_by_launch.get(launch, []),
             **origins.get(launch, _NO_ORIGIN),
         }
         if include_metrics:
             entry["metrics"] = _metric_list(metrics_by_launch.get(launch))
         yield entry if entry_fields is None else {name: entry[name] for name in entry_fields}
+
+
+def _keys_of(entry: dict, keys: tuple[str, ...]) -> dict:
+    return {key: entry[key] for key in keys}
 
 
 def to_dict(analysis: Analysis, include_metrics: bool = False,

@@ -20,7 +20,7 @@ from ..derive.quantities import compute_with_provenance
 from ..derive.roofline import Rooflines
 from ..derive.source_lines import attribute
 from ..report import Report
-from ..rules_engine.engine import NotEvaluated, Provenance, evaluate
+from ..rules_engine.engine import NotEvaluated, NotEvaluatedList, Provenance, evaluate
 from ..rules_engine.loader import load_rules
 from ..rules_engine.policy import apply_policy
 from ..rules_engine.schema import Rule
@@ -56,18 +56,23 @@ RAW_EXPORT_HINT = ("the raw page of the same capture (ncu --import FILE.ncu-rep 
                    "or the .ncu-rep itself")
 
 
-def _point_to_raw_export(skipped: list[NotEvaluated], report: Report) -> list[NotEvaluated]:
+def _point_to_raw_export(skipped: NotEvaluatedList, report: Report) -> NotEvaluatedList:
     """Say where a metric missing from a details-page (or text) export is.
 
     It was usually collected but not printed: export the raw page first; collect it only if
     the capture lacked it (:meth:`Report.body_only_launches` decides which launches).
     """
-    body_only = report.body_only_launches().to_dict()
-    all_body_only = all(body_only.values())
-    for n in skipped:
-        if (body_only.get(n.launch, False) if n.launch is not None else all_body_only) \
-                and not n.collect_with.startswith(RAW_EXPORT_HINT):
+    body_only = report.body_only_launches()
+    launches = skipped.launches()  # -1: an entry about the application
+    on_launch = body_only.reindex(launches, fill_value=False).to_numpy(dtype=bool)
+    rows = np.where(launches < 0, bool(body_only.all()), on_launch)
+
+    def hinted(n: NotEvaluated) -> NotEvaluated:
+        if not n.collect_with.startswith(RAW_EXPORT_HINT):
             n.collect_with = f"{RAW_EXPORT_HINT}; if not collected: {n.collect_with}"
+        return n
+
+    skipped.relabel(rows, hinted)
     return skipped
 
 

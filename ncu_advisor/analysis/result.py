@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -15,7 +15,7 @@ from ..derive.limiter import Limiter
 from ..derive.occupancy_report import LaunchEntries
 from ..derive.roofline import Rooflines
 from ..report import Report
-from ..rules_engine.engine import Finding, NotEvaluated
+from ..rules_engine.engine import Finding, NotEvaluatedList
 from ..rules_engine.schema import Rule
 from . import contract
 from .actions import Action, build_actions
@@ -33,7 +33,7 @@ class Analysis:
     rooflines: Rooflines  # launch -> Roofline, computed when read; .bound kept for all
     occupancy: Mapping[int, dict]  # built per launch on access (derive/occupancy_report.py)
     findings: list[Finding]
-    not_evaluated: list[NotEvaluated]
+    not_evaluated: NotEvaluatedList  # reads as a list of NotEvaluated
     rules: list[Rule]
     command: list[str] | None = None
     extra_session: dict = field(default_factory=dict)
@@ -53,7 +53,8 @@ class Analysis:
     @property
     def validity(self) -> list[dict]:
         """What limits trust in the numbers (``validity.py``); reads ``extra_session`` too."""
-        return validity_checks(self.report, self.rules, self.not_evaluated, self.extra_session)
+        return validity_checks(self.report, self.rules, self.not_evaluated.distinct(),
+                               self.extra_session)
 
     @property
     def total_time_ns(self) -> float:
@@ -139,6 +140,7 @@ class Analysis:
         contract.write_json(self, fh, include_metrics)
 
     def iter_kernels(self, include_metrics: bool = False,
-                     fields: tuple[str, ...] | None = None, clean: bool = True):
+                     fields: tuple[str, ...] | None = None, clean: bool = True,
+                     launches: Collection[int] | None = None):
         """Yield the JSON entry of each launch in order (:func:`.contract.iter_kernels`)."""
-        return contract.iter_kernels(self, include_metrics, fields, clean)
+        return contract.iter_kernels(self, include_metrics, fields, clean, launches)

@@ -143,8 +143,13 @@ def _analyze(paths, names, format, output, kernel, nvtx, top, wide, color, rules
     else:
         from ..render.text import KERNEL_FIELDS, render_kernel_text, render_text
 
-        fields = KERNEL_FIELDS if format is OutputFormat.text else None
-        document = result.to_dict(include_metrics=include, kernel_fields=fields)
+        if format is OutputFormat.html:
+            from ..render.html import page_document
+
+            document = page_document(result, include_metrics=include, launches=chosen)
+        else:
+            fields = KERNEL_FIELDS if format is OutputFormat.text else None
+            document = result.to_dict(include_metrics=include, kernel_fields=fields)
         if chosen is not None:
             from ..analysis.contract import select
 
@@ -153,8 +158,7 @@ def _analyze(paths, names, format, output, kernel, nvtx, top, wide, color, rules
         colour = use_color(color, to_terminal) and format is OutputFormat.text
         if format is OutputFormat.text and kernel is not None and kernel.strip().isdigit():
             launch = chosen[0]
-            entry = next(e for e in result.iter_kernels(include_metrics=False)
-                         if e["launch"] == launch)
+            (entry,) = result.iter_kernels(include_metrics=False, launches=[launch])
             text = render_kernel_text(entry, document, wide=wide, color=colour)
         elif format is OutputFormat.text:
             text = render_text(document, top=top, wide=wide, color=colour, selection=selection)

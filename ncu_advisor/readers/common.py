@@ -353,6 +353,18 @@ def _small_ints(texts: list) -> pd.Series:
     return pd.Series(pd.array(out, dtype="Int64"))
 
 
+def repeated_texts(values) -> pd.Categorical:
+    """Texts that repeat row after row (ncu's rule descriptions), each distinct one held once.
+
+    As a string column every row held its own copy: 250 MB of descriptions for the 653,136
+    rule results of 1 GB of text output, most of them the same few hundred texts. Categories
+    in order of appearance, as Python strings (a row read is the one object, not a copy);
+    None is missing.
+    """
+    codes, uniques = pd.factorize(np.asarray(values, dtype=object))
+    return pd.Categorical.from_codes(codes, categories=pd.Index(uniques, dtype=object))
+
+
 def finite_or_nan(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Replace values beyond float range (parsed as infinity) by NaN; return the mask too."""
     bad = np.isinf(values)

@@ -42,6 +42,7 @@ from .common import (
     parse_numbers,
     parse_triples,
     path_text,
+    repeated_texts,
     safe_ints,
     short_name,
 )
@@ -768,7 +769,7 @@ def _rule_table(rule_rows: dict[str, list[str]], header: list[str], launches: pd
         "rule": rows["Rule Name"].to_numpy(),
         "type": rows["Rule Type"].to_numpy(),
         "title": None,  # the CSV keeps only the rule id, not the message title
-        "description": rows["Rule Description"].to_numpy(),
+        "description": repeated_texts(rows["Rule Description"].to_numpy()),
         "speedup_type": rows["Estimated Speedup Type"].replace("", None).to_numpy(),
         "speedup": finite_or_nan(parse_numbers(rows["Estimated Speedup"], fmt))[0],
     }).drop_duplicates(ignore_index=True)  # a launch's rule rows again (a page given twice)

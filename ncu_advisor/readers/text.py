@@ -27,8 +27,9 @@ go to ``session["ncu_messages"]`` as the CSV reader stores them, the latter are 
 
 from __future__ import annotations
 
+import codecs
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +39,13 @@ import pyarrow as pa
 
 from ..errors import ReportParseError
 from ..report import METRIC_COLUMNS, RULE_COLUMNS, Report
-from .common import DECIMAL_POINT, MAX_WHOLE, InputStream, NumberFormat, told_format
+from .common import (
+    DECIMAL_POINT,
+    InputStream,
+    NumberFormat,
+    repeated_texts,
+    told_format,
+)
 
 # The details CSV reader's building blocks: one conversion of launches, units and labels for
 # both forms of the details page.
@@ -294,60 +301,86 @@ CHUNK_BYTES = 4 << 20
 class _TextLines:
     """The lines of a text export, read and decoded in pieces of :data:`CHUNK_BYTES`.
 
-    UTF-16 (PowerShell's ``>``, small files in practice) is decoded whole. After the
-    lines are read: ``empty`` (no byte but white space) and ``cut`` (no final newline:
-    the last line, which may hold half a value, is not given).
+    UTF-8, or UTF-16 with a BOM (PowerShell's ``>``), each piece cut after its last line
+    end. After the lines are read: ``empty`` (no byte but white space) and ``cut`` (no
+    final newline: the last line, which may hold half a value, is not given).
     """
 
     def __init__(self, path: Path) -> None:
         self.path, self.empty, self.cut = path, True, False
 
     def __iter__(self):
-        path = self.path
-        with InputStream(path, None) as fh:
-            first = fh.read(CHUNK_BYTES)
-            if first.startswith((b"\xff\xfe", b"\xfe\xff")):
-                fh.limit, fh.what = MAX_WHOLE, "the UTF-16 reader"
-                raw = first + fh.read()
-                self.empty = raw.isspace()
-                text = decode(raw, path)
-                del raw
-                self.cut = not text.endswith("\n")
-                lines = text.splitlines()
-                yield from lines[:-1] if self.cut else lines
-                return
-            if b"\x00" in first[:4096]:
-                raise ReportParseError(f"{path}: binary data, not Nsight Compute text output")
-            rest, offset, data = b"", 0, first
+        with InputStream(self.path, None) as fh:
+            data = fh.read(CHUNK_BYTES)
+            if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+                text_of = self._utf16()
+            elif b"\x00" in data[:4096]:
+                raise ReportParseError(
+                    f"{self.path}: binary data, not Nsight Compute text output")
+            else:
+                text_of = self._utf8()
             while True:
                 eof = not data
-                buf = rest + data
-                cut = len(buf) if eof else buf.rfind(b"\n") + 1
-                piece, rest = buf[:cut], buf[cut:]
-                del buf
-                if piece:
-                    self.empty = self.empty and piece.isspace()
-                    if not offset:
-                        text = decode(piece, path)  # a BOM, and the first piece's errors
-                    else:
-                        try:
-                            text = piece.decode("utf-8")
-                        except UnicodeDecodeError as exc:
-                            at = offset + exc.start
-                            raise ReportParseError(
-                                f"{path}: not UTF-8 text (byte 0x{piece[exc.start]:02x} at "
-                                f"offset {at}); re-export it with ncu --csv") from None
-                    offset += len(piece)
-                    lines = text.splitlines()
-                    del text
-                    if eof and not piece.endswith(b"\n"):
-                        self.cut = not self.empty
-                        lines = lines[:-1]
-                    yield from lines
-                    del lines
+                lines = self._lines(text_of(data, eof), eof)
+                yield from lines
+                del lines
                 if eof:
                     return
                 data = fh.read(CHUNK_BYTES)
+
+    def _utf8(self) -> Callable[[bytes, bool], str]:
+        """``(bytes read, at the end) -> the text of the whole lines read so far``.
+
+        Cut before decoding: an error names its byte and offset in the file.
+        """
+        path, rest, offset = self.path, b"", 0
+
+        def text_of(data: bytes, eof: bool) -> str:
+            nonlocal rest, offset
+            buf = rest + data
+            cut = len(buf) if eof else buf.rfind(b"\n") + 1
+            piece, rest = buf[:cut], buf[cut:]
+            del buf
+            if not piece:
+                return ""
+            self.empty = self.empty and piece.isspace()
+            if not offset:
+                text = decode(piece, path)  # a BOM, and the first piece's errors
+            else:
+                try:
+                    text = piece.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise ReportParseError(
+                        f"{path}: not UTF-8 text (byte 0x{piece[exc.start]:02x} at offset "
+                        f"{offset + exc.start}); re-export it with ncu --csv") from None
+            offset += len(piece)
+            return text
+        return text_of
+
+    def _utf16(self) -> Callable[[bytes, bool], str]:
+        """As :meth:`_utf8`, decoded as read: a piece may end inside a character."""
+        decoder, rest = codecs.getincrementaldecoder("utf-16")(), ""
+
+        def text_of(data: bytes, eof: bool) -> str:
+            nonlocal rest
+            self.empty = self.empty and (eof or data.isspace())
+            try:
+                buf = rest + decoder.decode(data, final=eof)
+            except UnicodeDecodeError as exc:
+                raise ReportParseError(
+                    f"{self.path}: broken UTF-16 text ({exc.reason})") from None
+            cut = len(buf) if eof else buf.rfind("\n") + 1
+            text, rest = buf[:cut], buf[cut:]
+            return text
+        return text_of
+
+    def _lines(self, text: str, last: bool) -> list[str]:
+        """A piece's lines; of the ``last`` piece, not a final line without its newline."""
+        lines = text.splitlines()
+        if last and text and not text.endswith("\n"):
+            self.cut = not self.empty
+            lines = lines[:-1]
+        return lines
 
 
 def read_text_output(path: Path, metrics: Iterable[str] | None = None) -> Report:
@@ -574,6 +607,7 @@ def _rule_table(launches: list[_Launch]) -> pd.DataFrame:
             columns["speedup"].append(speedup)
     if not columns["launch"]:
         return pd.DataFrame([], columns=RULE_COLUMNS)
+    columns["description"] = repeated_texts(columns["description"])
     return pd.DataFrame(columns, columns=RULE_COLUMNS)
 
 

@@ -10,14 +10,17 @@ its own labels. The page loads nothing: CSS and JS are inlined, there are no fon
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from .formats import FILTERS, NOT_MEASURED
-from .html_view import build_page
+from .html_view import OVERVIEW_FIELDS, build_page, sections
+
+if TYPE_CHECKING:
+    from ..analysis.result import Analysis
 
 
 @lru_cache(maxsize=1)
@@ -49,6 +52,26 @@ def render_html(result: Mapping[str, Any], group_by: str | None = None) -> str:
     """
     page = build_page(result, group_by)
     return environment().get_template("report.html.j2").render(page=page)
+
+
+def page_document(analysis: Analysis, include_metrics: bool = False,
+                  launches: Collection[int] | None = None) -> dict:
+    """The JSON-contract dictionary the page reads, whole only where the page reads it whole.
+
+    The page of a big run gives a section to a few kernels and reads a few fields of the
+    others (:data:`~.html_view.OVERVIEW_FIELDS`): those kernels' entries are whole, the
+    others hold those fields. The page is the one :meth:`Analysis.to_dict` would give.
+    ``launches``: the launches the page will show (``--kernel``, ``--nvtx``; None: all).
+    """
+    document = analysis.to_dict(include_metrics, kernel_fields=OVERVIEW_FIELDS)
+    kernels = document["kernels"]
+    if launches is not None:
+        kept = set(launches)
+        kernels = [k for k in kernels if k["launch"] in kept]
+    shown = [kernels[i]["launch"] for i in sections(kernels)]
+    whole = {k["launch"]: k for k in analysis.iter_kernels(include_metrics, launches=shown)}
+    document["kernels"] = [whole.get(k["launch"], k) for k in document["kernels"]]
+    return document
 
 
 def warm_up() -> None:

@@ -78,6 +78,16 @@ KERNEL_ROWS_LIMIT = 300
 DETAIL_LIMIT = 60
 FINDING_ROWS_LIMIT = 400
 INFO_ROWS_LIMIT = 100
+# What the page of a big run reads of the kernels it gives no section: the kernel table
+# (group key, time, bound, findings' severities), links and the NVTX or origin groups, and the
+# chart's roofs (the device peaks of every launch). Every launch's whole entry was ~23 KB,
+# 1.5 GB for the 66,798 launches of 1 GB of text output (render/html.py, page_document).
+OVERVIEW_FIELDS = (
+    "id", "launch", "source", "name", "short_name", "grid", "block", "invocations",
+    "duration_ns", "time_share", "nvtx", "origin", "findings.severity", "roofline.bound",
+    "roofline.precision", "roofline.peak_flops", "roofline.peak_bandwidth", "roofline.peaks",
+    "roofline.levels",
+)
 
 
 @dataclass
@@ -758,11 +768,10 @@ def build_page(result: Mapping[str, Any], group_by: str | None = None) -> Page:
     big = len(kernels) > KERNEL_ROWS_LIMIT
     groups = _kernel_groups(kernels) if big else None
     shown: dict[int, int] | None = None
-    detail = range(len(kernels))
+    detail = sections(kernels)
     if groups is not None:  # sections for the representatives of the largest groups only
-        rendered = {g.index for g in groups[:DETAIL_LIMIT]}
+        rendered = set(detail)
         shown = {i: g.index for g in groups if g.index in rendered for i in g.members}
-        detail = sorted(rendered)
         for g in groups:
             g.row.anchor = _Anchors.anchor(g.index) if g.index in rendered else None
     anchors = _Anchors(kernels, shown)
@@ -796,6 +805,20 @@ def build_page(result: Mapping[str, Any], group_by: str | None = None) -> Page:
             len(groups), KERNEL_ROWS_LIMIT), sections=len(detail), findings_shown=len(listed),
             findings=len(findings), roofline_points=plotted) if groups is not None else None,
     )
+
+
+def sections(kernels: list[Mapping[str, Any]]) -> list[int]:
+    """The indexes of the kernels the page gives a section (reads whole), in order.
+
+    Every kernel; in a big run (more than :data:`KERNEL_ROWS_LIMIT`), the longest launch of
+    each of the :data:`DETAIL_LIMIT` groups of one name and launch shape that took the most
+    time. Reads the :data:`OVERVIEW_FIELDS` of each.
+    """
+    if len(kernels) <= KERNEL_ROWS_LIMIT:
+        return list(range(len(kernels)))
+    from ..analysis.contract import shape_groups
+
+    return sorted(g.first for g in shape_groups(kernels)[:DETAIL_LIMIT])
 
 
 @dataclass

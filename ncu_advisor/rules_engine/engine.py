@@ -19,6 +19,7 @@ from .findings import (
     SEVERITY_RANK,
     Finding,
     NotEvaluated,
+    NotEvaluatedList,
     cap_severity,
     collect_with,
     confidence_of,
@@ -33,7 +34,8 @@ from .functions import FUNCTIONS
 from .schema import Rule
 
 __all__ = [
-    "CONFIDENCE_STEPS", "SEVERITY_RANK", "Finding", "NotEvaluated", "Provenance", "cap_severity",
+    "CONFIDENCE_STEPS", "SEVERITY_RANK", "Finding", "NotEvaluated", "NotEvaluatedList",
+    "Provenance", "cap_severity",
     "collect_with", "estimate_pct", "evaluate", "evidence_of", "fill_template",
     "lower_confidence",
 ]
@@ -122,7 +124,7 @@ def _records(values: np.ndarray, rows: np.ndarray, columns: list[str]):
 
 def evaluate(rules: list[Rule], quantities: pd.DataFrame, launches: pd.DataFrame,
              provenance: Provenance | None = None,
-             ) -> tuple[list[Finding], list[NotEvaluated]]:
+             ) -> tuple[list[Finding], NotEvaluatedList]:
     """Evaluate every kernel-scope data rule on every launch, and every function rule.
 
     A launch lacking a quantity the rule needs (:attr:`Rule.needs`) gets a not-evaluated
@@ -130,7 +132,7 @@ def evaluate(rules: list[Rule], quantities: pd.DataFrame, launches: pd.DataFrame
     once, and findings are built only where the rule fires.
     """
     findings: list[Finding] = []
-    skipped: list[NotEvaluated] = []
+    skipped = NotEvaluatedList()
     durations = launch_times(launches)  # a saving is a share of this
     index = quantities.index.to_numpy()
     unknown: dict[str, np.ndarray] = {}  # quantity -> where it is missing, shared by all rules
@@ -147,9 +149,14 @@ def evaluate(rules: list[Rule], quantities: pd.DataFrame, launches: pd.DataFrame
         for name in rule.needs:
             incomplete |= _unknown(name, quantities, unknown)
         fires = ~incomplete & condition_mask(rule.when, quantities)
+        entry_of: dict[tuple[str, ...], NotEvaluated] = {}  # missing quantities -> entry
         for i in np.flatnonzero(incomplete):
-            missing = [m for name in rule.needs for m in _missing_inputs(name, i, unknown)]
-            skipped.append(not_evaluated(rule, int(index[i]), list(dict.fromkeys(missing))))
+            missing = tuple(dict.fromkeys(m for name in rule.needs
+                                          for m in _missing_inputs(name, i, unknown)))
+            entry = entry_of.get(missing)
+            if entry is None:
+                entry = entry_of[missing] = not_evaluated(rule, None, list(missing))
+            skipped.add(entry, int(index[i]))
         rows = np.flatnonzero(fires)
         if not len(rows):
             continue
