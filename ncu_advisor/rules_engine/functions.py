@@ -589,7 +589,7 @@ def unfused_attention(rule: Rule, quantities: pd.DataFrame,
         if first is None or last is None:
             continue
         # The backward runs two GEMMs on each side (grads of both operands); the forward
-        # one, and the GEMM after it is the output projection, not attention.
+        # runs one, and the GEMM after it is the output projection, not attention.
         if "backward" in str(r.short_name).lower():
             first, last = extend(first, -1, gemm, 1), extend(last, +1, gemm, 1)
         first, last = extend(first, -1, copy, 3), extend(last, +1, copy, 3)
