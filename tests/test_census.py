@@ -8,6 +8,7 @@ from it, and the same loop profiled launch by launch with the advisor set (``all
 from __future__ import annotations
 
 import gzip
+import re
 import shutil
 from pathlib import Path
 
@@ -90,26 +91,28 @@ def test_census_reads_every_launch_into_shapes(plan):
 def test_plan_covers_the_time_with_one_launch_per_shape(plan):
     assert plan.coverage >= census.DEFAULT_COVERAGE
     assert len(plan.selected) < len(plan.census.shapes)
-    first = plan.runs[0]
-    assert first[:4] == ["--filter-mode", "per-launch-config", "-c", "1"]
-    assert first[4] == "-k" and first[5].startswith("regex:^(")
+    assert len(plan.runs) == 1  # one depth run of the program
+    run = plan.runs[0]
+    assert run[:6] == ["--kernel-name-base", "mangled", "--filter-mode", "per-launch-config",
+                       "-c", "1"]
+    assert run[6] == "-k" and run[7].startswith("regex:^(")
     assert "358 launches, 38 kernel shapes; deep-profiling 31" in plan.summary()
 
 
-def test_template_instantiations_sharing_a_configuration_get_a_second_run(plan):
-    # AdamW's multi-tensor kernels: seven instantiations with one grid and block hold ~28%
-    # of the loop; ncu's per-launch-config filter keys on the function name, so -c 1 takes
-    # only the first. The second run reaches the eighth launch of that configuration.
-    assert len(plan.runs) == 2
-    assert plan.runs[1] == ["--filter-mode", "per-launch-config", "-c", "8",
-                            "-k", "regex:^(multi_tensor_apply_kernel)$"]
-
-
-def test_small_hidden_groups_do_not_cost_a_second_run(plan):
-    big = [s for s in plan.census.shapes if s.function != "multi_tensor_apply_kernel"]
-    small = census.Census([k for k in plan.census.launch_keys
-                           if census.function_name(k[0]) != "multi_tensor_apply_kernel"], big)
-    assert len(census.plan_depth(small).runs) == 1
+def test_the_depth_filter_reaches_every_instantiation_by_its_mangled_name(plan):
+    # AdamW's multi-tensor kernels: seven instantiations with one grid and block hold ~28% of
+    # the loop. ncu's per-launch-config key is the function name unless the name base is
+    # mangled (probed on the H200), and -k then sees mangled names: C++ kernels by their
+    # length-prefixed name, C-linkage ones by their bare name.
+    pattern = re.compile(plan.runs[0][7].removeprefix("regex:"))
+    assert pattern.search("_ZN2at6native12_GLOBAL__N_125multi_tensor_apply_kernelINS1_18Tensor"
+                          "ListMetadataILi4EEENS1_14FunctorI")
+    assert pattern.search("_Z2kTILi1EEvPfi") is None
+    assert census._name_filter(["kT", "kA"]) == ["-k", "regex:^(kA|kT)$|(2kA|2kT)"]
+    c_linkage = re.compile(census._name_filter(["kA"])[1].removeprefix("regex:"))
+    assert c_linkage.search("kA") and c_linkage.search("_Z2kAPfi")
+    assert c_linkage.search("kAB") is None
+    assert census._name_filter(["operator()"]) == []  # not an identifier: no name filter
 
 
 def test_weighted_depth_counts_every_launch(weighted, plan):

@@ -12,12 +12,13 @@ steps (:func:`ncu_advisor.profiling.run.run_profile`):
    ``--filter-mode per-launch-config -c 1``, which profiles the first launch of each
    (function name, grid, block, shared memory) it meets (:func:`depth_filters`).
 
-ncu keys that filter on the *function* name, so two instantiations of one template with the
-same launch configuration (PyTorch's ``multi_tensor_apply_kernel`` for each optimizer stage,
-``kT<1>``/``kT<2>``) count as one: probed on the H200, ``scripts/probe/filter_mode_probe.py``.
-When such instantiations hold time, a second depth run profiles the first ``m`` launches of
-each of their configurations, ``m`` being how far into the group the last planned
-instantiation first appears in the census.
+ncu keys that filter on the *function* name by default, so two instantiations of one template
+with the same launch configuration (PyTorch's ``multi_tensor_apply_kernel`` for each optimizer
+stage, ``kT<1>``/``kT<2>``) would count as one; under ``--kernel-name-base mangled`` the key is
+the mangled name, which tells instantiations apart, and the report still prints demangled names
+(both probed on the H200: ``scripts/probe/filter_mode_probe.py``, results in
+``benchmarks/results/overhead_2026-12-02/``). One depth run therefore reaches every planned
+shape; it used to take a second run of the program.
 
 :func:`weigh` then gives every deep-profiled launch its shape's census count and mean
 duration (``invocations``, ``duration_ns``), so findings, actions and time shares count all
@@ -41,14 +42,12 @@ CENSUS_METRICS = "gpu__time_duration.sum,launch__shared_mem_per_block_dynamic"
 DEFAULT_COVERAGE = 0.98
 # At most this many shapes are deep-profiled (~0.65 s each under the advisor set on the H200).
 MAX_SHAPES = 200
-# A function whose instantiations hidden behind a sibling (same configuration) hold less than
-# this share of the time is not worth a second run of the program.
-SECOND_RUN_MIN_SHARE = 0.02
 # ncu options that already choose the launches to profile: with any of them the user's
 # choice is kept and no census is taken.
 SELECTING_OPTIONS = ("-k", "--kernel-name", "-c", "--launch-count", "-s", "--launch-skip",
                      "--kernel-id", "--nvtx-include", "--nvtx-exclude", "--filter-mode",
-                     "--launch-skip-before-match", "--range-filter", "--replay-mode")
+                     "--launch-skip-before-match", "--range-filter", "--replay-mode",
+                     "--kernel-name-base")  # the last: changes what the depth run's -k matches
 
 _RETURN_TYPE = re.compile(r"^(?:(?:static|__global__|void|int|float|double|unsigned|bool)\s+)+")
 _IDENTIFIER = re.compile(r"^[A-Za-z_]\w*$")
@@ -109,13 +108,8 @@ class Shape:
 
     @property
     def function(self) -> str:
-        """The bare function name (what ``-k`` and ncu's per-launch-config key see)."""
+        """The bare function name (what the depth run's ``-k`` names)."""
         return function_name(self.name)
-
-    @property
-    def config(self) -> tuple[str, str, str, int]:
-        """What ncu's per-launch-config filter tells apart: function name and configuration."""
-        return (self.function, self.grid, self.block, self.shared_bytes)
 
     @property
     def key(self) -> tuple[str, str, str, int]:
@@ -265,48 +259,32 @@ def plan_depth(census: Census, coverage: float = DEFAULT_COVERAGE,
 
 
 def _name_filter(functions: Iterable[str]) -> list[str]:
+    """``-k`` for these bare function names under ``--kernel-name-base mangled``.
+
+    A C-linkage kernel's mangled name is its bare name; a C++ one holds it after its length
+    (``_Z2kTILi1EEvPfi``, ``..._GLOBAL__N_125multi_tensor_apply_kernelI...``). The second form
+    may also match a longer name that starts with the same text: one more shape profiled.
+    """
     names = sorted(set(functions))
     if not names or not all(_IDENTIFIER.match(n) for n in names):
         return []  # a name ncu's regex might read otherwise: profile every configuration
-    return ["-k", f"regex:^({'|'.join(names)})$"]
+    plain = "|".join(names)
+    encoded = "|".join(f"{len(n)}{n}" for n in names)
+    return ["-k", f"regex:^({plain})$|({encoded})"]
 
 
 def depth_filters(plan: DepthPlan) -> list[list[str]]:
-    """Return ncu's filter options for the depth runs of a plan (see the module docstring)."""
-    census = plan.census
-    every = {s.function for s in census.shapes}
+    """Return ncu's filter options for the depth run of a plan (see the module docstring).
+
+    One list of options per run of the program (one run: the mangled-name key reaches every
+    instantiation of a template).
+    """
+    every = {s.function for s in plan.census.shapes}
     chosen = {s.function for s in plan.selected}
-    first_run = ["--filter-mode", "per-launch-config", "-c", "1"]
+    run = ["--kernel-name-base", "mangled", "--filter-mode", "per-launch-config", "-c", "1"]
     if chosen != every:
-        first_run += _name_filter(chosen)
-    runs = [first_run]
-    # Instantiations that share ncu's key with an earlier-launched shape are not reached by -c 1.
-    first_of_config: dict[tuple, Shape] = {}
-    for shape in sorted(census.shapes, key=lambda s: s.first):
-        first_of_config.setdefault(shape.config, shape)
-    hidden = [s for s in plan.selected if first_of_config[s.config] is not s]
-    # Per function: a second run of the program costs its start-up plus m launches of every
-    # configuration of the function, worth it only where the hidden time is not small.
-    held: dict[str, float] = {}
-    for shape in hidden:
-        held[shape.function] = held.get(shape.function, 0.0) + shape.time_ns
-    worth = {f for f, t in held.items() if t >= SECOND_RUN_MIN_SHARE * census.total_ns}
-    hidden = [s for s in hidden if s.function in worth]
-    if not hidden:
-        return runs
-    # How many launches of each such configuration ncu must take to reach them all.
-    position: dict[tuple, int] = {}
-    reach = 1
-    wanted = {s.key for s in hidden}
-    for key in census.launch_keys:
-        config = (function_name(key[0]), *key[1:])
-        position[config] = position.get(config, 0) + 1
-        if key in wanted:
-            reach = max(reach, position[config])
-            wanted.discard(key)
-    runs.append(["--filter-mode", "per-launch-config", "-c", str(reach),
-                 *_name_filter(worth)])
-    return runs
+        run += _name_filter(chosen)
+    return [run]
 
 
 def weigh(report, plan: DepthPlan):
