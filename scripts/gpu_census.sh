@@ -3,7 +3,8 @@
 # own cost, what `ncu --filter-mode per-launch-config` groups by, and the census of a 10-step
 # PyTorch training loop against profiling all its launches. Run from the repository root on the
 # GPU machine:  bash scripts/gpu_census.sh [fresh] [probe] [census] [all] [default]
-# Packs $OUT/census.tar.xz (captures/ + logs/) after every stage.
+# PROGRAM (default sample_programs/torch_train_loop.py) is the loop the last three stages run;
+# their files are named after it. Packs $OUT/census.tar.xz (captures/ + logs/) after every stage.
 set -u
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 W=/tmp/census_work; mkdir -p $W/captures $W/logs
@@ -13,7 +14,9 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 . scripts/gpu_lib.sh
 wheels
 ADVISE="python3 -m ncu_advisor.cli"
-LOOP="python3 sample_programs/torch_train_loop.py"
+PROGRAM=${PROGRAM:-sample_programs/torch_train_loop.py}
+LOOP="python3 $PROGRAM"
+STEM=$(basename "$PROGRAM" .py)
 DOCS="$HOME/Documents/NVIDIA Nsight Compute"
 
 fresh() {  # the very first ncu run on this machine is ncu-advise's
@@ -48,40 +51,47 @@ OPTS
 }
 
 census() {  # the duration alone, every launch of the loop
-  log "census of the training loop"
+  log "census of $STEM"
   local t0=$(date +%s.%N)
   ncu --clock-control none --metrics gpu__time_duration.sum,launch__shared_mem_per_block_dynamic \
-    --nvtx -o /tmp/census -f $LOOP > $W/logs/census.ncu.log 2>&1
+    --nvtx -o /tmp/census -f $LOOP > $W/logs/$STEM.census.ncu.log 2>&1
   local t1=$(date +%s.%N)
-  ncu --import /tmp/census.ncu-rep --csv --page raw --print-units base > $W/captures/torch_train_loop.census.raw.csv 2>> $W/logs/census.ncu.log
+  ncu --import /tmp/census.ncu-rep --csv --page raw --print-units base > $W/captures/$STEM.census.raw.csv 2>> $W/logs/$STEM.census.ncu.log
   local t2=$(date +%s.%N)
-  python3 -c "print('census ncu %.2f s, export %.2f s' % ($t1 - $t0, $t2 - $t1))" | tee $W/logs/census.time
+  python3 -c "print('census ncu %.2f s, export %.2f s' % ($t1 - $t0, $t2 - $t1))" | tee $W/logs/$STEM.census.time
+  echo "launches $(( $(wc -l < $W/captures/$STEM.census.raw.csv) - 2 ))" | tee -a $W/logs/$STEM.census.time
   t0=$(date +%s.%N); $LOOP > /dev/null; t1=$(date +%s.%N)
-  python3 -c "print('loop alone %.2f s' % ($t1 - $t0))" | tee -a $W/logs/census.time
-  gzip -n -9 -f $W/captures/torch_train_loop.census.raw.csv
+  python3 -c "print('loop alone %.2f s' % ($t1 - $t0))" | tee -a $W/logs/$STEM.census.time
+  gzip -n -9 -f $W/captures/$STEM.census.raw.csv
   pack captures logs
 }
 
 all_launches() {  # today's default: the advisor set on every launch
-  local t=$(( DEADLINE - $(elapsed) )); [ $t -gt 420 ] && t=420
-  log "all launches, limit ${t}s"
-  local t0=$(date +%s.%N)
-  timeout $t $ADVISE -o $W/captures/all -- $LOOP > $W/logs/all.out 2> $W/logs/all.err
-  echo "rc=$?" >> $W/logs/all.err
+  local t=$(( DEADLINE - $(elapsed) )); [ $t -gt ${ALL_LIMIT_S:-420} ] && t=${ALL_LIMIT_S:-420}
+  # ~0.6 s a launch under the advisor set: skip a run that cannot finish (census stage first)
+  local n=$(awk '/^launches/ {print $2}' $W/logs/$STEM.census.time 2>/dev/null)
+  if [ -n "$n" ] && [ $(( 15 + n * 6 / 10 )) -gt $t ]; then
+    log "skip all launches of $STEM: $n launches need ~$(( 15 + n * 6 / 10 ))s, ${t}s left"; return
+  fi
+  log "all launches of $STEM, limit ${t}s"
+  local t0=$(date +%s.%N) d=$W/captures/$STEM.all
+  timeout $t $ADVISE --all-launches -o $d -- $LOOP > $W/logs/$STEM.all.out 2> $W/logs/$STEM.all.err
+  echo "rc=$?" >> $W/logs/$STEM.all.err
   local t1=$(date +%s.%N)
-  python3 -c "print('all launches %.2f s' % ($t1 - $t0))" | tee $W/logs/all.time
-  rm -f $W/captures/all/*.ncu-rep; gzip -n -9 -f $W/captures/all/*.csv
+  python3 -c "print('all launches %.2f s' % ($t1 - $t0))" | tee -a $W/logs/$STEM.wall_times.txt
+  rm -f $d/*.ncu-rep; gzip -n -9 -f $d/*.csv
   pack captures logs
 }
 
 default_run() {  # the new default: census, then one launch per shape
-  log "default (census, then depth)"
-  local t0=$(date +%s.%N)
-  $ADVISE -o $W/captures/default -- $LOOP > $W/logs/default.out 2> $W/logs/default.err
-  echo "rc=$?" >> $W/logs/default.err
+  local n=1; while [ -e $W/captures/$STEM.default${RUN_TAG:-}$n ]; do n=$((n + 1)); done
+  log "default run ${RUN_TAG:-}$n of $STEM (census, then depth)"
+  local t0=$(date +%s.%N) d=$W/captures/$STEM.default${RUN_TAG:-}$n
+  $ADVISE -o $d -- $LOOP > $d.out 2> $d.err
+  echo "rc=$?" >> $d.err
   local t1=$(date +%s.%N)
-  python3 -c "print('default %.2f s' % ($t1 - $t0))" | tee $W/logs/default.time
-  rm -f $W/captures/default/*.ncu-rep; gzip -n -9 -f $W/captures/default/*.csv
+  python3 -c "print('default ${RUN_TAG:-}$n %.2f s' % ($t1 - $t0))" | tee -a $W/logs/$STEM.wall_times.txt
+  rm -f $d/*.ncu-rep; gzip -n -9 -f $d/*.csv
   pack captures logs
 }
 
