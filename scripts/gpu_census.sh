@@ -74,11 +74,13 @@ all_launches() {  # today's default: the advisor set on every launch
     log "skip all launches of $STEM: $n launches need ~$(( 15 + n * 6 / 10 ))s, ${t}s left"; return
   fi
   log "all launches of $STEM, limit ${t}s"
-  local t0=$(date +%s.%N) d=$W/captures/$STEM.all
-  timeout $t $ADVISE --all-launches -o $d -- $LOOP > $W/logs/$STEM.all.out 2> $W/logs/$STEM.all.err
-  echo "rc=$?" >> $W/logs/$STEM.all.err
+  # ALL_NCU: ncu options for a part of the launches (-c N, --launch-skip N) when every
+  # launch does not fit one call; ALL_TAG names that part.
+  local t0=$(date +%s.%N) d=$W/captures/$STEM.all${ALL_TAG:-}
+  timeout $t $ADVISE --all-launches -o $d -- $LOOP ${ALL_NCU:+-- $ALL_NCU} > $d.out 2> $d.err
+  echo "rc=$?" >> $d.err
   local t1=$(date +%s.%N)
-  python3 -c "print('all launches %.2f s' % ($t1 - $t0))" | tee -a $W/logs/$STEM.wall_times.txt
+  python3 -c "print('all launches${ALL_TAG:-} ${ALL_NCU:-} %.2f s' % ($t1 - $t0))" | tee -a $W/logs/$STEM.wall_times.txt
   rm -f $d/*.ncu-rep; gzip -n -9 -f $d/*.csv
   pack captures logs
 }
