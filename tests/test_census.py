@@ -132,14 +132,7 @@ def test_weighted_depth_counts_every_launch(weighted, plan):
 
 def test_weighted_depth_gives_the_all_launch_advice(weighted, every_launch):
     """Same top actions, time shares within 2 points, from 36 launches instead of 358."""
-    def shares(a):
-        launches = a.report.launches
-        time = launches["duration_ns"] * launches["invocations"]
-        key = (launches["name"].map(census.canonical_name) + launches["grid_x"].astype(str)
-               + launches["block_x"].astype(str))
-        return time.groupby(key).sum() / a.total_time_ns * 100
-
-    mine, theirs = shares(weighted), shares(every_launch)
+    mine, theirs = _shares(weighted), _shares(every_launch)
     assert (mine.reindex(theirs.index).fillna(0) - theirs).abs().max() < 2.0
     # AdamW's foreach kernels hold about a third of the loop: fused=True comes first.
     assert weighted.actions[0].id == every_launch.actions[0].id == "fused-optimizer"
@@ -147,6 +140,54 @@ def test_weighted_depth_gives_the_all_launch_advice(weighted, every_launch):
     for a in weighted.actions[:3]:
         b = next(x for x in every_launch.actions if x.id == a.id)
         assert a.estimated_saving_ns == pytest.approx(b.estimated_saving_ns, rel=0.3)
+
+
+def _shares(a):
+    """Each kernel shape's share of the run's GPU time, in percent."""
+    launches = a.report.launches
+    time = launches["duration_ns"] * launches["invocations"]
+    key = (launches["name"].map(census.canonical_name) + launches["grid_x"].astype(str)
+           + launches["block_x"].astype(str))
+    return time.groupby(key).sum() / a.total_time_ns * 100
+
+
+def _one_run_default(stem: str, tmp: Path):
+    """A default run of the wrapper with one depth run (2026-12-03): plan and weighted analysis."""
+    plan = census.plan_depth(census.read_census(_unzipped(f"{stem}.census.raw.csv.gz", tmp)))
+    deep = read_report([CAPTURES / f"{stem}.{page}.csv.gz" for page in ("raw", "details")])
+    return plan, census.weigh(deep, plan)
+
+
+def test_one_depth_run_reaches_every_planned_shape_on_the_h200(tmp_path):
+    """The mangled-name filter, on ncu itself: every instantiation in one run of the program."""
+    for stem in ("torch_train_loop.onerun", "torch_transformer_loop.default"):
+        plan, weighted = _one_run_default(stem, tmp_path)
+        assert len(plan.runs) == 1
+        facts = weighted.session["census"]
+        assert facts["profiled_shapes"] >= facts["deep_shapes"], stem
+        assert not [w for w in weighted.warnings if "not reached" in w or "match no" in w]
+        adamw = [s for s in plan.selected if s.function == "multi_tensor_apply_kernel"]
+        assert len(adamw) >= 5  # AdamW's instantiations, one configuration: all of them
+
+
+@pytest.mark.slow
+def test_a_transformer_loop_gets_the_all_launch_advice_from_one_launch_per_shape(tmp_path):
+    """947 launches of 71 shapes; 61 deep launches give the same top three and time shares.
+
+    The all-launch profile was taken in two parts (-c 474, then --launch-skip 474): every
+    launch under the advisor set did not fit one 10-minute call of the GPU machine.
+    """
+    _, weighted = _one_run_default("torch_transformer_loop.default", tmp_path)
+    mine = analyze(weighted)
+    theirs = analyze(read_report([CAPTURES / f"torch_transformer_loop.all{part}.{page}.csv.gz"
+                                  for part in "AB" for page in ("raw", "details")]))
+    assert len(theirs.report.launches) == 947
+    a, b = _shares(mine), _shares(theirs)
+    assert (a.reindex(b.index).fillna(0) - b).abs().max() < 2.0
+    assert [x.id for x in mine.actions[:3]] == [x.id for x in theirs.actions[:3]]
+    for x in mine.actions[:2]:
+        y = next(z for z in theirs.actions if z.id == x.id)
+        assert x.estimated_saving_ns == pytest.approx(y.estimated_saving_ns, rel=0.3)
 
 
 # --------------------------------------------------------------------------- through the wrapper

@@ -54,9 +54,11 @@ def test_help_fits_100_columns_and_names_no_python_types(command, capsys, monkey
 
 def test_shell_completion_is_typers():
     # From a bash process, as a user types it: typer finds the shell among the parent
-    # processes (shellingham), and an xdist worker's parents need not include one.
+    # processes (shellingham), and an xdist worker's parents need not include one. The
+    # second command keeps bash the parent (bash -c execs a lone command in its place).
     shown = subprocess.run(["bash", "-c", f"'{sys.executable}' -m ncu_advisor.cli "
-                            "--show-completion bash"], capture_output=True, timeout=300)
+                            "--show-completion bash; exit $?"], capture_output=True,
+                           timeout=300)
     assert shown.returncode == 0 and "_NCU_ADVISE_COMPLETE" in shown.stdout.decode()
     done = cli([], env={"_NCU_ADVISE_COMPLETE": "complete_bash", "COMP_WORDS": "ncu-advise an",
                         "COMP_CWORD": "1"})
