@@ -151,20 +151,26 @@ def test_a_gzip_cut_at_99_percent_is_read_in_part(tmp_path, src):
     assert doc["kernels"] and any("ends early" in w for w in doc["warnings"])
 
 
-def test_a_gzip_bomb_and_an_endless_line_stop_early(tmp_path, capsys):
+def test_a_gzip_bomb_and_an_endless_line_stop_early(tmp_path, capsys, monkeypatch):
     import zlib
 
+    from ncu_advisor.readers import common
+
+    # The bounds scaled down 64x (256 MiB -> 4 MiB of output, 64 MiB -> 1 MiB in a line): the
+    # same checks, without inflating and parsing hundreds of MB in the quick run.
+    monkeypatch.setattr(common, "BOMB_FLOOR", 4 << 20)
+    monkeypatch.setattr(common, "MAX_LINE", 1 << 20)
     bomb = zlib.compressobj(9, zlib.DEFLATED, 31)
     with (tmp_path / "bomb.details.csv.gz").open("wb") as fh:
         fh.write(bomb.compress(DETAILS.read_bytes()))
-        for _ in range(400):
+        for _ in range(8):
             fh.write(bomb.compress(b"1,2\n" * (1 << 18)))
         fh.write(bomb.flush())
     assert "bomb" in _one_line_error(["analyze", str(tmp_path / "bomb.details.csv.gz")], capsys)
     endless = tmp_path / "endless.details.csv"
     with endless.open("wb") as fh:
         fh.write(DETAILS.read_bytes().splitlines(keepends=True)[0])
-        fh.write(b'"0",' + b"a" * (65 << 20))
+        fh.write(b'"0",' + b"a" * (2 << 20))
     assert "endless line" in _one_line_error(["analyze", str(endless)], capsys)
 
 
@@ -173,6 +179,8 @@ def test_a_session_field_of_a_megabyte(tmp_path):
     page.write_text(SESSION.read_text().replace("--set full", "--set full " + "A" * 1_000_000))
     doc = _json(["analyze", str(DETAILS), str(page)], tmp_path)
     assert doc["kernels"]
+    # Its options are still read (split on white space past 64 KiB: shlex took 19 s here).
+    assert doc["session"]["section_set"] == "full" and doc["session"]["clock_control"] == "none"
 
 
 def test_a_source_line_number_of_20_digits(tmp_path):

@@ -94,10 +94,15 @@ def read_session_page(path: Path) -> Report:
         ncu_rules=pd.DataFrame(columns=RULE_COLUMNS), session=facts, sources=[path_text(path)])
 
 
+_SHLEX_MAX = 1 << 16  # characters of a command line split as a shell would
+
+
 def _command_options(command: str) -> dict:
     """``--set full --clock-control none`` in the recorded command line, as session facts."""
     try:
-        words = shlex.split(command)
+        # shlex grows each token a character at a time: a 1 MB argument took 19 s. ncu's
+        # options are short words, so a line that long is split on white space alone.
+        words = shlex.split(command) if len(command) <= _SHLEX_MAX else command.split()
     except ValueError:  # an unbalanced quote: the options are still separate words
         words = command.split()
     facts = {}
