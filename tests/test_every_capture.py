@@ -85,7 +85,7 @@ def _form_of_folder(path: Path) -> tuple[str, str]:
 
 
 # The HTML page of a capture takes ~0.2 s: the quick run renders the first capture of each
-# folder and form, the slow run every one.
+# folder and form, the sweep (-m slow) every one.
 _HTML_FIRST = {}
 for _p in CAPTURES:
     _HTML_FIRST.setdefault(_form_of_folder(_p), _p)
@@ -93,7 +93,8 @@ for _p in CAPTURES:
 
 @pytest.mark.parametrize("path", [
     p if p in _HTML_FIRST.values() and not _SLOW.search(p.name)
-    else pytest.param(p, marks=pytest.mark.slow) for p in CAPTURES], ids=_ids(CAPTURES))
+    else pytest.param(p, marks=[pytest.mark.slow, pytest.mark.sweep]) for p in CAPTURES],
+    ids=_ids(CAPTURES))
 def test_capture_renders_html(path):
     report = read_cached(_inputs(path))
     if len(report.launches) > 30:  # the probes' 499 launches make a large page; text suffices

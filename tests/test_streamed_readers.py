@@ -159,8 +159,9 @@ def test_html_of_a_large_input_read_lean_is_the_same(capture, tmp_path, capsys, 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", [p for p in CAPTURES if "summary" not in p.name],
-                         ids=lambda p: str(p.relative_to(REPORTS)))
+@pytest.mark.parametrize("path", [
+    p if p in PIECEWISE else pytest.param(p, marks=pytest.mark.sweep)
+    for p in CAPTURES if "summary" not in p.name], ids=lambda p: str(p.relative_to(REPORTS)))
 def test_a_lean_read_analyzes_as_a_whole_read(path):
     # Details pages and text are read lean too (only the metrics the analysis uses, with
     # the rows of non-numbers and the first row of each name): the same JSON and text.
