@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from functools import cache
 from pathlib import Path
 
@@ -78,3 +79,15 @@ def ncu_calls(tmp_path: Path) -> list[list[str]]:
 def ncu_profile_call(tmp_path: Path) -> list[str]:
     """The fake ncu's profiling call (``ncu --version`` runs beside it, in either order)."""
     return next(c for c in ncu_calls(tmp_path) if "--version" not in c and "--import" not in c)
+
+
+@pytest.fixture
+def ctrl_c():
+    """SIGINT raises KeyboardInterrupt during the test, as at a terminal.
+
+    A runner started as a background job of a non-interactive shell inherits SIGINT ignored
+    (POSIX), and a test's Ctrl-C then never arrives.
+    """
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)

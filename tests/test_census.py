@@ -238,19 +238,11 @@ def test_coverage_out_of_range_is_refused(fake, tmp_path):
         run_profile(PY, ["-c", "pass"], out_dir=tmp_path, progress=False, coverage=0)
 
 
-def test_ctrl_c_during_the_census_exits_130(fake, tmp_path, monkeypatch):
-    import os
-    import signal
-    import threading
-
-    monkeypatch.setenv("FAKE_NCU_DELAY", "0.3")
-    timer = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
-        with pytest.raises(ProfilingInterrupted) as exc:
-            run_profile(PY, ["-c", "pass"], out_dir=tmp_path, progress=False)
-    finally:
-        timer.cancel()
+def test_ctrl_c_during_the_census_exits_130(fake, tmp_path, monkeypatch, ctrl_c):
+    monkeypatch.setenv("FAKE_NCU_DELAY", "0.1")
+    monkeypatch.setenv("FAKE_NCU_SIGINT_PARENT", "2")  # Ctrl-C after the census's 2nd launch
+    with pytest.raises(ProfilingInterrupted) as exc:
+        run_profile(PY, ["-c", "pass"], out_dir=tmp_path, progress=False)
     assert exc.value.exit_code == 130 and "census" in str(exc.value)
 
 

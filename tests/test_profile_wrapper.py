@@ -296,7 +296,7 @@ def test_status_line_counts_kernels_passes_and_time_left():
     assert display.status(out, current).startswith("profiling kernel 4: gemm 50%")
 
 
-def test_ctrl_c_stops_ncu_and_keeps_what_was_profiled(tmp_path, monkeypatch):
+def test_ctrl_c_stops_ncu_and_keeps_what_was_profiled(tmp_path, monkeypatch, ctrl_c):
     monkeypatch.setenv("FAKE_NCU_DELAY", "0.1")  # each kernel takes about 0.3 s
     # Ctrl-C after the second kernel, from the fake: a timer raced the start-up under load.
     monkeypatch.setenv("FAKE_NCU_SIGINT_PARENT", "2")
@@ -309,7 +309,8 @@ def test_ctrl_c_stops_ncu_and_keeps_what_was_profiled(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_ctrl_c_in_the_cli_writes_the_report_and_exits_130(tmp_path, monkeypatch, capsys):
+def test_ctrl_c_in_the_cli_writes_the_report_and_exits_130(tmp_path, monkeypatch, capsys,
+                                                           ctrl_c):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("FAKE_NCU_DELAY", "0.1")
     monkeypatch.setenv("FAKE_NCU_SIGINT_PARENT", "2")
