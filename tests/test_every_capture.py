@@ -54,14 +54,32 @@ def _ids(paths):
     return [str(p.relative_to(ROOT)) for p in paths]
 
 
+def _form_of_folder(path: Path) -> tuple[str, str]:
+    """(folder, export form): ``demos_lineinfo``, ``.raw.csv`` (the name's last suffixes)."""
+    suffixes = [s for s in path.suffixes if s != ".gz"][-2:]
+    return path.parent.relative_to(ROOT).as_posix(), "".join(suffixes)
+
+
+_FIRST_OF_FORM: dict[tuple[str, str], Path] = {}
+for _p in CAPTURES:
+    _FIRST_OF_FORM.setdefault(_form_of_folder(_p), _p)
+
 # The per-variant raw exports (NAME.bad.raw / NAME.good.raw) repeat the launches of NAME.raw,
 # which stays in the quick run; a raw page takes seconds to analyze and render.
 _SLOW = re.compile(r"\.(bad|good)\.raw\.csv(\.gz)?$")
 
 
-@pytest.mark.parametrize("path", [
-    pytest.param(p, marks=pytest.mark.slow) if _SLOW.search(p.name) else p for p in CAPTURES],
-    ids=_ids(CAPTURES))
+def _analyzes_marks(path: Path):
+    if _SLOW.search(path.name):
+        return pytest.param(path, marks=pytest.mark.slow)
+    if path.parent.name == "corpus" and path not in _FIRST_OF_FORM.values():
+        # 45 programs in 4 forms: the quick run and CI take the first of each form (the dev
+        # programs are analyzed by test_corpus too); the sweep takes every one.
+        return pytest.param(path, marks=[pytest.mark.slow, pytest.mark.sweep])
+    return path
+
+
+@pytest.mark.parametrize("path", [_analyzes_marks(p) for p in CAPTURES], ids=_ids(CAPTURES))
 def test_capture_analyzes(path):
     # Read and analyzed once per test run (conftest), shared with the other modules.
     report = read_cached(_inputs(path))
@@ -78,21 +96,10 @@ def test_capture_analyzes(path):
     assert streamed == json.loads(json.dumps(data))
 
 
-def _form_of_folder(path: Path) -> tuple[str, str]:
-    """(folder, export form): ``demos_lineinfo``, ``.raw.csv`` (the name's last suffixes)."""
-    suffixes = [s for s in path.suffixes if s != ".gz"][-2:]
-    return path.parent.relative_to(ROOT).as_posix(), "".join(suffixes)
-
-
 # The HTML page of a capture takes ~0.2 s: the quick run renders the first capture of each
 # folder and form, the sweep (-m slow) every one.
-_HTML_FIRST = {}
-for _p in CAPTURES:
-    _HTML_FIRST.setdefault(_form_of_folder(_p), _p)
-
-
 @pytest.mark.parametrize("path", [
-    p if p in _HTML_FIRST.values() and not _SLOW.search(p.name)
+    p if p in _FIRST_OF_FORM.values() and not _SLOW.search(p.name)
     else pytest.param(p, marks=[pytest.mark.slow, pytest.mark.sweep]) for p in CAPTURES],
     ids=_ids(CAPTURES))
 def test_capture_renders_html(path):
