@@ -91,8 +91,7 @@ def test_census_reads_every_launch_into_shapes(plan):
 def test_plan_covers_the_time_with_one_launch_per_shape(plan):
     assert plan.coverage >= census.DEFAULT_COVERAGE
     assert len(plan.selected) < len(plan.census.shapes)
-    assert len(plan.runs) == 1  # one depth run of the program
-    run = plan.runs[0]
+    run = plan.filters  # one depth run of the program
     assert run[:6] == ["--kernel-name-base", "mangled", "--filter-mode", "per-launch-config",
                        "-c", "1"]
     assert run[6] == "-k" and run[7].startswith("regex:^(")
@@ -104,7 +103,7 @@ def test_the_depth_filter_reaches_every_instantiation_by_its_mangled_name(plan):
     # the loop. ncu's per-launch-config key is the function name unless the name base is
     # mangled (probed on the H200), and -k then sees mangled names: C++ kernels by their
     # length-prefixed name, C-linkage ones by their bare name.
-    pattern = re.compile(plan.runs[0][7].removeprefix("regex:"))
+    pattern = re.compile(plan.filters[7].removeprefix("regex:"))
     assert pattern.search("_ZN2at6native12_GLOBAL__N_125multi_tensor_apply_kernelINS1_18Tensor"
                           "ListMetadataILi4EEENS1_14FunctorI")
     assert pattern.search("_Z2kTILi1EEvPfi") is None
@@ -162,7 +161,7 @@ def test_one_depth_run_reaches_every_planned_shape_on_the_h200(tmp_path):
     """The mangled-name filter, on ncu itself: every instantiation in one run of the program."""
     for stem in ("torch_train_loop.onerun", "torch_transformer_loop.default"):
         plan, weighted = _one_run_default(stem, tmp_path)
-        assert len(plan.runs) == 1
+        assert plan.filters[:2] == ["--kernel-name-base", "mangled"]
         facts = weighted.session["census"]
         assert facts["profiled_shapes"] >= facts["deep_shapes"], stem
         assert not [w for w in weighted.warnings if "not reached" in w or "match no" in w]
@@ -244,42 +243,3 @@ def test_ctrl_c_during_the_census_exits_130(fake, tmp_path, monkeypatch, ctrl_c)
     with pytest.raises(ProfilingInterrupted) as exc:
         run_profile(PY, ["-c", "pass"], out_dir=tmp_path, progress=False)
     assert exc.value.exit_code == 130 and "census" in str(exc.value)
-
-
-def test_the_first_depth_report_is_exported_while_the_second_run_runs(fake, tmp_path,
-                                                                      monkeypatch):
-    """Two depth runs: the first report's CSV export overlaps the second run (issue 24)."""
-    import time
-
-    from ncu_advisor.profiling import run as run_module
-
-    def two_runs(found, coverage=census.DEFAULT_COVERAGE):
-        plan = real_plan(found, coverage)
-        plan.runs = [plan.runs[0], ["--filter-mode", "per-launch-config", "-c", "2",
-                                    "-k", "regex:^(saxpy)$"]]
-        return plan
-
-    real_plan = census.plan_depth
-    events: list[tuple[str, float]] = []
-    real_pass, real_export = run_module._run_pass, run_module.export_csvs
-
-    def timed_pass(*args, **kwargs):
-        done = real_pass(*args, **kwargs)
-        events.append((f"pass {done.rep.name}", time.monotonic()))
-        return done
-
-    def timed_export(ncu, rep):
-        events.append((f"export starts {Path(rep).name}", time.monotonic()))
-        return real_export(ncu, rep)
-
-    monkeypatch.setattr(census, "plan_depth", two_runs)
-    monkeypatch.setattr(run_module, "_run_pass", timed_pass)
-    monkeypatch.setattr(run_module, "export_csvs", timed_export)
-    monkeypatch.setenv("FAKE_NCU_DELAY", "0.2")  # the second run: 2 saxpy launches, >= 1.2 s
-    result = run_profile(PY, ["-c", "pass"], out_dir=tmp_path / "out", progress=False)
-    order = [name for name, _ in sorted(events, key=lambda e: e[1])]
-    assert order.index("export starts python3.ncu-rep") < order.index(
-        "pass python3.depth2.ncu-rep")
-    assert len(result.more_pages) == 2 and result.raw_csv.is_file()
-    # The fake answers both runs with forms_app's capture; exports of one capture merge.
-    assert len(read_profiled(result).launches) == 9

@@ -148,14 +148,13 @@ class DepthPlan:
     Attributes:
         census: What the census saw.
         selected: The shapes chosen, largest time first.
-        runs: ncu filter options for each depth run (one, or two when template
-            instantiations share a configuration).
+        filters: ncu's filter options for the depth run.
 
     """
 
     census: Census
     selected: list[Shape]
-    runs: list[list[str]] = field(default_factory=list)
+    filters: list[str] = field(default_factory=list)
 
     @property
     def selected_ns(self) -> float:
@@ -171,10 +170,8 @@ class DepthPlan:
     def summary(self) -> str:
         """``"312 launches, 41 shapes; deep-profiling 17 that hold 98.1% of the GPU time"``."""
         c = self.census
-        runs = f" ({len(self.runs)} runs of the program)" if len(self.runs) > 1 else ""
         return (f"census: {c.launches} launches, {len(c.shapes)} kernel shapes; deep-profiling "
-                f"{len(self.selected)} that hold {100 * self.coverage:.1f}% of the GPU time"
-                f"{runs}")
+                f"{len(self.selected)} that hold {100 * self.coverage:.1f}% of the GPU time")
 
     def session_facts(self) -> dict:
         """The plan as the report's session shows it."""
@@ -254,7 +251,7 @@ def plan_depth(census: Census, coverage: float = DEFAULT_COVERAGE,
         selected.append(shape)
         held += shape.time_ns
     plan = DepthPlan(census, selected)
-    plan.runs = depth_filters(plan)
+    plan.filters = depth_filters(plan)
     return plan
 
 
@@ -273,18 +270,17 @@ def _name_filter(functions: Iterable[str]) -> list[str]:
     return ["-k", f"regex:^({plain})$|({encoded})"]
 
 
-def depth_filters(plan: DepthPlan) -> list[list[str]]:
+def depth_filters(plan: DepthPlan) -> list[str]:
     """Return ncu's filter options for the depth run of a plan (see the module docstring).
 
-    One list of options per run of the program (one run: the mangled-name key reaches every
-    instantiation of a template).
+    One run of the program: the mangled-name key reaches every instantiation of a template.
     """
     every = {s.function for s in plan.census.shapes}
     chosen = {s.function for s in plan.selected}
-    run = ["--kernel-name-base", "mangled", "--filter-mode", "per-launch-config", "-c", "1"]
+    filters = ["--kernel-name-base", "mangled", "--filter-mode", "per-launch-config", "-c", "1"]
     if chosen != every:
-        run += _name_filter(chosen)
-    return [run]
+        filters += _name_filter(chosen)
+    return filters
 
 
 def weigh(report, plan: DepthPlan):

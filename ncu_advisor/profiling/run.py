@@ -100,11 +100,9 @@ class ProfileResult:
         passes: Replay passes of each profiled kernel, as ncu reported them.
         interrupted: The run was stopped with Ctrl-C; the report covers what was profiled.
         timings: Seconds spent: ``ncu`` (the program under ncu for the depth step),
-            ``census`` (the census run), ``export`` (CSV pages: what the wrapper waited for;
-            a first depth report is exported while a second depth run runs).
+            ``census`` (the census run), ``export`` (CSV pages).
         log_path: ncu's own messages (``--log-file``), kept beside the report.
         plan: The census and the shapes deep-profiled (None when every launch was profiled).
-        more_pages: The CSV pages of a second depth run, read with the first.
 
     """
 
@@ -126,13 +124,12 @@ class ProfileResult:
     timings: dict[str, float] = field(default_factory=dict)
     log_path: Path | None = None
     plan: census.DepthPlan | None = None
-    more_pages: list[Path] = field(default_factory=list)
 
     @property
     def report_files(self) -> list[Path]:
         """The files to read for the analysis: the CSV pages if exported, else the report."""
         if self.raw_csv is not None and self.details_csv is not None:
-            return [self.raw_csv, self.details_csv, *self.more_pages]
+            return [self.raw_csv, self.details_csv]
         return [self.rep_path]
 
     def session_facts(self) -> dict[str, object]:
@@ -300,7 +297,7 @@ def run_profile(
     Writes ``<out_dir>/<name>.ncu-rep`` and ``<name>.ncu.log`` (ncu's own messages), and, when
     exported, ``<name>.raw.csv`` and ``<name>.details.csv`` (``name`` defaults to the
     program's name, or the script's for ``python3 script.py``); the census adds
-    ``<name>.census.*`` and a second depth run ``<name>.depth2.*``.
+    ``<name>.census.*``.
 
     Args:
         program: The program to run, a path or a command on PATH (e.g. ``python3``).
@@ -352,15 +349,14 @@ def run_profile(
     rep = out / f"{stem}.ncu-rep"
     # ncu writes no report when nothing is profiled: an earlier run's files (of any step)
     # must not pass for this run's.
-    for stale in (*_stale(rep), *_stale(out / f"{stem}.census.ncu-rep"),
-                  *_stale(out / f"{stem}.depth2.ncu-rep")):
+    for stale in (*_stale(rep), *_stale(out / f"{stem}.census.ncu-rep")):
         stale.unlink(missing_ok=True)
     if not has_option(extra, "--set"):
         warnings += collection_args(ncu_path, section_set)[1]
 
     timings: dict[str, float] = {}
     plan = None
-    depth_runs: list[list[str]] = [[]]
+    filters: list[str] = []
     if not all_launches and census_applies(kernel_name, launch_count, extra):
         plan, export_s, taken = _take_census(ncu_path, program_arg, args, out, stem, nvtx,
                                              extra, progress, coverage)
@@ -370,59 +366,36 @@ def run_profile(
             raise ProfilingInterrupted(
                 f"interrupted (Ctrl-C) during the census, after {len(taken.output.kernels)} "
                 "launch(es); nothing was deep-profiled")
-        depth_runs = plan.runs
+        filters = plan.filters
         if on_plan is not None:
             on_plan(plan.summary())
 
-    passes: list[_Pass] = []
-    first_export: Future[tuple[Path, Path]] | None = None
-    for i, filters in enumerate(depth_runs):
-        target = rep if i == 0 else out / f"{stem}.depth{i + 1}.ncu-rep"
-        try:
-            passes.append(_run_pass(ncu_path, program_arg, args, target, section_set=section_set,
-                                    kernel_name=kernel_name, launch_count=launch_count,
-                                    nvtx=nvtx, extra=[*extra, *filters], progress=progress))
-        except ProfilingError:
-            if i == 0:
-                raise
-            warnings.append("the second depth run gave no report; template instantiations "
-                            "that share a launch configuration are left out")
-            break
-        if passes[-1].interrupted:
-            break
-        if i == 0 and len(depth_runs) > 1:
-            # Two depth runs are always exported (one report cannot hold both): the first
-            # report's export runs beside the second run, which needs the GPU, not the CPU.
-            first_export = in_background(export_csvs, ncu_path, passes[0].rep)
-    first = passes[0]
+    first = _run_pass(ncu_path, program_arg, args, rep, section_set=section_set,
+                      kernel_name=kernel_name, launch_count=launch_count, nvtx=nvtx,
+                      extra=[*extra, *filters], progress=progress)
     rep = first.rep
-    timings["ncu"] = sum(p.seconds for p in passes)
+    timings["ncu"] = first.seconds
     # Raises ncu --version's own error: ncu cannot run at all, said rather than "no report".
     version = version_query.result()
     warnings[:0] = version_warnings(version)
 
     output = first.output
-    interrupted = any(p.interrupted for p in passes)
+    interrupted = first.interrupted
     app_exit = output.app_exit_code
     if app_exit is None and first.returncode == 0:
         app_exit = 0
     raw_csv = details_csv = None
-    extra_pages: list[Path] = []
-    kernels = sum(len(p.output.passes) or len(p.output.kernels) for p in passes)
-    if export_csv or not can_read_ncu_rep() or len(passes) > 1 or first_export is not None:
-        started = time.monotonic()  # with a second run: what of the export it did not hide
-        raw_csv, details_csv = (first_export.result() if first_export is not None
-                                else export_csvs(ncu_path, rep))
-        for more in passes[1:]:
-            extra_pages += list(export_csvs(ncu_path, more.rep))
+    kernels = len(output.passes) or len(output.kernels)
+    if export_csv or not can_read_ncu_rep():
+        started = time.monotonic()
+        raw_csv, details_csv = export_csvs(ncu_path, rep)
         timings["export"] = time.monotonic() - started
-        kernels = count_launches(raw_csv) + sum(count_launches(p) for p in extra_pages[::2])
+        kernels = count_launches(raw_csv)
         if kernels == 0 and not interrupted:
             raise ProfilingError(_nothing_profiled(kernel_name, extra, app_exit,
                                                   output.available))
-    for p in passes:
-        warnings += p.output.warnings
-        warnings += [f"ncu: {e}" for e in p.output.errors]
+    warnings += output.warnings
+    warnings += [f"ncu: {e}" for e in output.errors]
     plural = "s" if kernels != 1 else ""
     if interrupted:
         warnings.append(f"interrupted (Ctrl-C): the report covers the {kernels} kernel{plural} "
@@ -445,17 +418,16 @@ def run_profile(
         program_exit_code=app_exit,
         warnings=warnings,
         kernels_profiled=kernels,
-        log=[line for p in passes for line in p.output.log],
+        log=list(output.log),
         ncu=ncu_path,
         section_set=option_value(extra, "--set") or section_set,
         clock_control=option_value(extra, "--clock-control") or "none",
         cache_control=option_value(extra, "--cache-control") or "all",
-        passes=[n for p in passes for n in p.output.passes],
+        passes=list(output.passes),
         interrupted=interrupted,
         timings=timings,
         log_path=rep.with_name(report_stem(rep) + ".ncu.log"),
         plan=plan,
-        more_pages=extra_pages,
     )
 
 
