@@ -68,7 +68,8 @@ def test_library_findings_speak_to_the_caller(torch_details):
     # cuDNN's bf16 convolution: occupancy and conflicts are the library's own design (info);
     # its small grid becomes caller advice capped at low.
     conv = {cat: f.severity for (launch, cat), f in by.items() if launch == 12}
-    assert conv["occupancy"] == conv["bank-conflicts"] == "info"
+    # (No occupancy finding at all: a tensor-core matrix product keeps few warps by design.)
+    assert "occupancy" not in conv and conv["bank-conflicts"] == "info"
     assert conv["launch-config"] == "low"
     # PyTorch's eager ops are the eager-chain rule's, not the DRAM round-trip rule's.
     assert not [f for f in a.findings if f.rule == "fusion.memory-bound-chain"]

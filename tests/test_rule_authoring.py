@@ -92,8 +92,9 @@ def test_requirements_come_from_the_condition():
     # Quantities used only under `not` (guards a details page lacks) are never required.
     assert needs["coalescing.global-loads"] == ["global_ld_bytes_per_sector", "mem_pct"]
     assert needs["bank-conflicts.shared-memory"] == ["shared_conflict_pct"]
-    # Under `any`, only what every alternative reads; an explicit `requires` adds to it.
-    assert needs["precision.fp32-without-tensor-cores"] == ["fma_pipe_pct"]
+    # Under `any`, only what every alternative reads; an explicit `requires` adds to it; a
+    # plain comparison in `all` is required (matrix_product: every form has it, from names).
+    assert needs["precision.fp32-without-tensor-cores"] == ["fma_pipe_pct", "matrix_product"]
     assert needs["local-memory.local-traffic"] == ["spill_requests"]
     # All conditions of an `all` are required (before: 14 rules read unlisted quantities).
     assert set(needs["fast-math.transcendentals"]) == {"fma_pipe_pct", "sm_pct", "xu_pipe_pct"}

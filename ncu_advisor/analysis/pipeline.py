@@ -125,7 +125,8 @@ def analyze(report: Report, rules: list[Rule] | None = None,
     occupancy, shapes = launch_occupancy(report, quantities)
     findings, skipped = evaluate(rules, quantities, launches, provenance)
     skipped = _point_to_raw_export(skipped, report)
-    findings = apply_policy(findings, launches, origin_table(origins))
+    findings = apply_policy(findings, launches, origin_table(origins),
+                            quantities["time_share_pct"])
     attribute(findings, report.source_lines)
     regions = summarize_regions(launches, rooflines.bound, findings)
     timeline = host_timeline(launches)

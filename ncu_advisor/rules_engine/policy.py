@@ -4,7 +4,9 @@ Runs after the rules: a finding about a library kernel's internals (a cuBLAS GEM
 the bank conflicts of CUB's radix sort) is demoted to ``info`` with the reason, unless the
 caller can do something about its category (a precision mode, a tensor layout, a compiler
 fusion), in which case the fix is replaced by that caller advice. Launches too short to matter
-on their own are capped at ``low``.
+on their own are capped at ``low``, and so is a kernel finding whose kernel (every launch of
+the same kernel with the same finding) holds too little of the run's time to be worth a
+medium/high place: severity follows the time at stake (``../shared/DIAGNOSIS.md``, step 1).
 """
 
 from __future__ import annotations
@@ -20,11 +22,15 @@ from .findings import Finding, cap_severity
 # Categories whose findings stay as they are for library kernels (they are about placement,
 # not about the library's code).
 _ALWAYS_KEPT = {"roofline"}
+# A kernel finding over less than this share of the run (its kernel's launches with the same
+# finding together) is capped at low: fixing it cannot save more than that.
+MIN_STAKE_PCT = 1.0
 
 
-def apply_policy(findings: list[Finding], launches: pd.DataFrame,
-                 table: OriginTable) -> list[Finding]:
-    """Adjust kernel findings for library origin and short launches (in place; returned)."""
+def apply_policy(findings: list[Finding], launches: pd.DataFrame, table: OriginTable,
+                 time_share_pct: pd.Series | None = None) -> list[Finding]:
+    """Adjust kernel findings for library origin, short launches and the time at stake (in
+    place; returned). ``time_share_pct``: each launch's share of the run (quantities)."""
     # One dict per launch (a .loc row per finding was most of this step's time).
     cols = [c for c in ("origin", "origin_label", "origin_library", "role", "duration_ns")
             if c in launches]
@@ -46,7 +52,27 @@ def apply_policy(findings: list[Finding], launches: pd.DataFrame,
             f.severity = cap_severity(f.severity, "low")
             f.note = _join(f.note, f"a {duration / 1e3:.1f} us launch: launch overhead "
                                    "dominates, so its own inefficiency costs little")
+    if time_share_pct is not None and "name" in launches:
+        _cap_by_stake(findings, dict(zip(launches["launch"].tolist(),
+                                         launches["name"].tolist(), strict=True)),
+                      time_share_pct)
     return findings
+
+
+def _cap_by_stake(findings: list[Finding], names: dict[int, str], share: pd.Series) -> None:
+    """Cap medium/high kernel findings whose kernel holds under MIN_STAKE_PCT of the run."""
+    counted = [f for f in findings if f.launch is not None and f.severity in ("high", "medium")
+               and f.category not in _ALWAYS_KEPT]
+    stake: dict[tuple[str, str], float] = {}
+    for f in counted:
+        key = (f.rule, names.get(f.launch, ""))
+        stake[key] = stake.get(key, 0.0) + float(share.get(f.launch, float("nan")))
+    for f in counted:
+        at_stake = stake[(f.rule, names.get(f.launch, ""))]
+        if at_stake < MIN_STAKE_PCT:  # NaN (unknown durations) never caps
+            f.severity = cap_severity(f.severity, "low")
+            f.note = _join(f.note, f"this kernel holds {at_stake:.2f}% of the run's GPU time: "
+                                   "too little at stake for more than low")
 
 
 @lru_cache(maxsize=1024)
