@@ -139,3 +139,21 @@ def test_anchored_patterns_match_the_bare_function_name():
     assert origin_table().role(name) == "layout"
     # CuPy's scan helpers are passes of one algorithm, not elementwise maps.
     assert origin_table().role("cupy_bsum_shfl") == "multi-pass"
+
+
+def test_a_gemv_over_a_transposed_cache_gets_the_layout_advice_a_gemm_does_not():
+    from conftest import analysis_cached
+
+    # Batch-64 decode (dev corpus): q @ K.transpose(-2, -1) over the KV cache runs cuBLAS's
+    # GEMV with 2 of 32 bytes used per sector, four layers at ~6% of the step each.
+    a = analysis_cached(ROOT / "sample_reports" / "corpus" / "torch_decode_b64.raw.csv.gz")
+    ids = a.report.launches.set_index("launch")["id"]
+    gemv = [f for f in a.findings if f.category == "coalescing" and f.launch is not None
+            and int(ids[f.launch]) in (6, 23, 40, 57)]
+    assert len(gemv) == 4
+    assert all(f.severity in ("high", "medium") and "GEMV" in f.advice for f in gemv)
+    # A cuDNN implicit-GEMM convolution's sector use is the library's own design.
+    cl = analysis_cached(ROOT / "sample_reports" / "corpus"
+                         / "torch_cnn_train.channels_last.raw.csv.gz")
+    conv = [f for f in cl.findings if f.category == "coalescing" and f.launch == 2]
+    assert conv and all(f.severity == "info" for f in conv)

@@ -40,6 +40,14 @@ class CallerAdvice:
     roles: tuple[str, ...]
     text: str
     severity_cap: str | None = None
+    # When given, every kernel the finding is about must match one (a GEMV among matmuls).
+    names: tuple[re.Pattern, ...] = ()
+
+    def fits(self, roles: list[str | None], names: list[str]) -> bool:
+        """Whether this advice speaks to kernels of these roles and names."""
+        return ((not self.roles or all(r in self.roles for r in roles))
+                and (not self.names or all(any(p.search(n) for p in self.names)
+                                           for n in names)))
 
 
 @dataclass(frozen=True)
@@ -51,10 +59,14 @@ class OriginTable:
     # Per category, entries in match order: a role-specific entry before the general one.
     caller_advice: dict[str, tuple[CallerAdvice, ...]]
 
-    def advice_for(self, category: str, roles: list[str | None]) -> CallerAdvice | None:
-        """The first caller advice of the category that fits kernels of all these roles."""
+    def advice_for(self, category: str, roles: list[str | None],
+                   names: list[str] = ()) -> CallerAdvice | None:
+        """The first caller advice of the category that fits kernels of these roles.
+
+        ``names``: the kernels' names, for advice limited to some (a GEMV among matmuls).
+        """
         for advice in self.caller_advice.get(category, ()):
-            if not advice.roles or all(r in advice.roles for r in roles):
+            if advice.fits(roles, list(names)):
                 return advice
         return None
 
@@ -157,7 +169,8 @@ def origin_table(extra: str | None = None) -> OriginTable:
     roles = tuple((r["id"], _compile(list(r["patterns"]), "data/origins.toml"))
                   for r in data.get("role", []))
     advice = {cat: tuple(CallerAdvice(tuple(a.get("roles", [])), " ".join(a["text"].split()),
-                                      a.get("severity_cap"))
+                                      a.get("severity_cap"),
+                                      _compile(list(a.get("names", [])), "data/origins.toml"))
                          for a in (entries if isinstance(entries, list) else [entries]))
               for cat, entries in data.get("caller_advice", {}).items()}
     return OriginTable(tuple(origins), roles, advice)

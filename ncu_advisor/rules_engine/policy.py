@@ -29,11 +29,13 @@ MIN_STAKE_PCT = 1.0
 
 def apply_policy(findings: list[Finding], launches: pd.DataFrame, table: OriginTable,
                  time_share_pct: pd.Series | None = None) -> list[Finding]:
-    """Adjust kernel findings for library origin, short launches and the time at stake (in
-    place; returned). ``time_share_pct``: each launch's share of the run (quantities)."""
+    """Adjust kernel findings for library origin, short launches and the time at stake.
+
+    In place; returned. ``time_share_pct``: each launch's share of the run (quantities).
+    """
     # One dict per launch (a .loc row per finding was most of this step's time).
-    cols = [c for c in ("origin", "origin_label", "origin_library", "role", "duration_ns")
-            if c in launches]
+    cols = [c for c in ("origin", "origin_label", "origin_library", "role", "duration_ns",
+                        "name") if c in launches]
     by_launch = dict(zip(launches["launch"].tolist(),
                          launches[cols].to_dict("records"), strict=True))
     for f in findings:
@@ -83,7 +85,7 @@ def _nothing_to_change(label: str) -> str:
 
 def _for_library_kernel(f: Finding, row: dict, table: OriginTable) -> None:
     label = row["origin_label"]
-    advice = table.advice_for(f.category, [row["role"]])
+    advice = table.advice_for(f.category, [row["role"]], [str(row.get("name", ""))])
     if advice is not None:
         f.advice = advice.text
         if advice.severity_cap:
@@ -106,7 +108,8 @@ def _for_application_finding(f: Finding, by_launch: dict[int, dict],
         return
     origins = list(dict.fromkeys(r["origin"] for r in rows))
     f.origin = origins[0] if len(origins) == 1 else None
-    advice = table.advice_for(f.category, [r["role"] for r in rows])
+    advice = table.advice_for(f.category, [r["role"] for r in rows],
+                              [str(r.get("name", "")) for r in rows])
     if advice is not None:
         f.advice = advice.text
         labels = ", ".join(dict.fromkeys(r["origin_label"] for r in rows))
