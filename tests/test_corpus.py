@@ -27,6 +27,7 @@ FROZEN_SHA256 = {  # each file's hash, as its commit message recorded it
     "corpus3_labels.toml": "a11f76cb5f7cd3aa0234356489fcbba5721affae80767c5c8d2b5c239399368b",
     "corpus4_labels.toml": "49ba259dfd7c6e41042a01f3e02d52aeea413a46c11e1d1b48d951144d386b64",
     "corpus5_labels.toml": "04d23925169bd8ff6b052d020ba6e85f7765b1c4b01fab6b5f5202de86a59924",
+    "corpus6_labels.toml": "a92cc4cb0fd7c84f093bf50276af0685f25ddfb2bf7632b715856fa84fcd9eda",
 }
 LABELS = load_corpus_labels()
 DEV = sorted(name for name, label in LABELS.items() if label.split == "dev")
