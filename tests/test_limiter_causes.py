@@ -155,3 +155,29 @@ def test_hand_written_attention_is_found_forward_and_backward_and_not_after_sdpa
     # The loss's log-softmax between the LM head GEMM and its backward is no attention.
     assert all(43 not in s and 48 not in s for s in spans)
     assert not _findings("torch_decoder_train.sdpa", "fusion.unfused-attention")
+
+
+def test_attention_with_a_user_triton_softmax_between_library_matmuls_is_unfused():
+    # triton_attention (dev since 2026-12-03): torch.matmul -> the user's Triton softmax over a
+    # 1 GB score matrix -> torch.matmul, beside the user's own Triton flash kernel, whose bare
+    # name (`flash_fwd_kernel`, no template arguments) is the user's code, not FlashAttention.
+    analysis = analysis_cached(CORPUS / "triton_attention.raw.csv.gz")
+    found = [f for f in analysis.findings if f.rule == "fusion.unfused-attention"]
+    assert len(found) == 1 and found[0].severity == "high"
+    assert sorted(found[0].launch_ids) == [2, 3, 4]
+    origins = analysis.origins_by_launch()
+    assert origins[0]["origin"] == "user" and origins[3]["origin"] == "user"
+    assert origins[2]["origin"] == "cublas"
+
+
+def test_a_cub_sum_inside_a_cupy_expression_joins_its_eager_chain():
+    # cupy_cg_poisson (dev since 2026-12-03): cp.dot(p, Ap) runs cupy_multiply, then CUB's
+    # DeviceReduce passes; a fused ReductionKernel takes the product and the sum in one pass.
+    analysis = analysis_cached(CORPUS / "cupy_cg_poisson.raw.csv.gz")
+    names = analysis.report.launches.set_index("launch")["short_name"]
+    chains = [f for f in analysis.findings if f.rule == "fusion.eager-chain"]
+    members = {i for f in chains for i in f.launch_ids}
+    reduce_passes = [i for i, n in names.items() if n == "DeviceReduceKernel"]
+    assert reduce_passes and set(reduce_passes) <= members
+    # The SpMV (cuSPARSE) is no eager op: it ends a chain.
+    assert not {i for i, n in names.items() if "csrmv" in n} & members

@@ -80,12 +80,26 @@ def _eager(row) -> bool:
     return bool(getattr(row, "origin_eager", False))
 
 
+def _user_range(nvtx: str) -> str:
+    """An NVTX path without the ranges a library pushes inside the user's.
+
+    Those are C++-qualified names (CUB's ``cub::DeviceReduce::Sum``), which user ranges are not.
+    """
+    parts = str(nvtx).split("/")
+    while len(parts) > 1 and "::" in parts[-1]:
+        parts.pop()
+    return "/".join(parts)
+
+
 def _same_region(a, b) -> bool | None:
-    """Same NVTX range (True), different ones (False), or not known for both (None)."""
+    """Same NVTX range (True), different ones (False), or not known for both (None).
+
+    A range a library pushes around its own launches is its caller's range.
+    """
     na, nb = getattr(a, "nvtx", None), getattr(b, "nvtx", None)
     if pd.isna(na) or pd.isna(nb):
         return None
-    return bool(na == nb)
+    return na == nb or _user_range(na) == _user_range(nb)
 
 
 _SHAPE = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
@@ -339,10 +353,12 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
         row = rows[launch]
         if launch in optimizer:  # fusion.unfused-optimizer's: fused=True, not a compiler
             return False
-        # A library's normalization kernel (cuDNN's batch norm) inside an eager program is
-        # an op like the others to a compiler: inductor generates the norm and fuses the
-        # ReLU or residual add that follows it.
-        return ((_eager(row) or (eager_program and getattr(row, "role", None) == "norm"))
+        # A library's normalization kernel (cuDNN's batch norm) or plain reduction (the CUB
+        # sum of cupy.dot) inside an eager program is an op like the others to a compiler:
+        # inductor generates the norm and fuses the ReLU or residual add that follows it, a
+        # fused ReductionKernel takes the product and the sum in one pass.
+        return ((_eager(row) or (eager_program
+                                 and getattr(row, "role", None) in ("norm", "reduction")))
                 and getattr(row, "role", None) not in _NOT_FUSED and not idle(launch))
 
     traffic = _traffic_bytes(q)
@@ -533,8 +549,9 @@ def unfused_attention(rule: Rule, quantities: pd.DataFrame,
                       launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
     """Find attention written out as matmul -> scale/mask -> softmax -> dropout -> matmul.
 
-    The signature is in the op order of one stream: a softmax (or its backward) with library
-    GEMMs on both sides and only eager elementwise ops (scale, mask, dropout, casts, copies)
+    The signature is in the op order of one stream: a softmax (or its backward; an eager
+    framework's, or the user's own kernel between library matmuls) with library GEMMs on both
+    sides and only eager elementwise ops (scale, mask, dropout, casts, copies)
     between them; the layout copies that feed the first GEMMs and follow the last are part of
     it (the head split and merge). Fused attention (F.scaled_dot_product_attention) runs the
     same GEMMs without materializing the T x T scores: the estimate is the pattern's time
@@ -544,7 +561,12 @@ def unfused_attention(rule: Rule, quantities: pd.DataFrame,
         return [], []
     ordered = launches.sort_values(["source", "launch"])
     rows = list(ordered.itertuples(index=False))
-    if not any(_eager(r) for r in rows):
+
+    def softmax(r) -> bool:  # an eager framework's softmax, or the user's own (a Triton one)
+        return ((_eager(r) or getattr(r, "origin", None) == "user")
+                and bool(_SOFTMAX.search(str(r.short_name))))
+
+    if not any(softmax(r) for r in rows):
         return [], []
 
     def gemm(r) -> bool:
@@ -583,7 +605,7 @@ def unfused_attention(rule: Rule, quantities: pd.DataFrame,
 
     spans: list[tuple[int, int]] = []
     for i, r in enumerate(rows):
-        if not (_eager(r) and _SOFTMAX.search(str(r.short_name))):
+        if not softmax(r):
             continue
         first, last = reach(i, -1), reach(i, +1)
         if first is None or last is None:
