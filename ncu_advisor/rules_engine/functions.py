@@ -353,12 +353,11 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
         row = rows[launch]
         if launch in optimizer:  # fusion.unfused-optimizer's: fused=True, not a compiler
             return False
-        # A library's normalization kernel (cuDNN's batch norm) or plain reduction (the CUB
-        # sum of cupy.dot) inside an eager program is an op like the others to a compiler:
-        # inductor generates the norm and fuses the ReLU or residual add that follows it, a
-        # fused ReductionKernel takes the product and the sum in one pass.
-        return ((_eager(row) or (eager_program
-                                 and getattr(row, "role", None) in ("norm", "reduction")))
+        # A library's normalization kernel (cuDNN's batch norm) inside an eager program is
+        # an op like the others to a compiler: inductor generates the norm and fuses the
+        # ReLU or residual add that follows it. (A library reduction is not: nothing in the
+        # launch order tells `(p * q).sum()` from a sum of an unrelated array after `p * q`.)
+        return ((_eager(row) or (eager_program and getattr(row, "role", None) == "norm"))
                 and getattr(row, "role", None) not in _NOT_FUSED and not idle(launch))
 
     traffic = _traffic_bytes(q)
