@@ -65,10 +65,11 @@ def _cap_by_stake(findings: list[Finding], names: dict[int, str], share: pd.Seri
     """Cap medium/high kernel findings whose kernel holds under MIN_STAKE_PCT of the run."""
     counted = [f for f in findings if f.launch is not None and f.severity in ("high", "medium")
                and f.category not in _ALWAYS_KEPT]
+    share_of = share.to_dict()  # a Series lookup per finding is slow on large runs
     stake: dict[tuple[str, str], float] = {}
     for f in counted:
         key = (f.rule, names.get(f.launch, ""))
-        stake[key] = stake.get(key, 0.0) + float(share.get(f.launch, float("nan")))
+        stake[key] = stake.get(key, 0.0) + float(share_of.get(f.launch, float("nan")))
     for f in counted:
         at_stake = stake[(f.rule, names.get(f.launch, ""))]
         if at_stake < MIN_STAKE_PCT:  # NaN (unknown durations) never caps
