@@ -55,23 +55,25 @@ def apply_policy(findings: list[Finding], launches: pd.DataFrame, table: OriginT
             f.note = _join(f.note, f"a {duration / 1e3:.1f} us launch: launch overhead "
                                    "dominates, so its own inefficiency costs little")
     if time_share_pct is not None and "name" in launches:
-        _cap_by_stake(findings, dict(zip(launches["launch"].tolist(),
-                                         launches["name"].tolist(), strict=True)),
-                      time_share_pct)
+        _cap_by_stake(findings, by_launch, time_share_pct)
     return findings
 
 
-def _cap_by_stake(findings: list[Finding], names: dict[int, str], share: pd.Series) -> None:
+def _cap_by_stake(findings: list[Finding], by_launch: dict[int, dict],
+                  share: pd.Series) -> None:
     """Cap medium/high kernel findings whose kernel holds under MIN_STAKE_PCT of the run."""
     counted = [f for f in findings if f.launch is not None and f.severity in ("high", "medium")
                and f.category not in _ALWAYS_KEPT]
     share_of = share.to_dict()  # a Series lookup per finding is slow on large runs
+
+    def key(f: Finding) -> tuple[str, str]:  # the same finding on the same kernel
+        return f.rule, by_launch.get(f.launch, {}).get("name", "")
+
     stake: dict[tuple[str, str], float] = {}
     for f in counted:
-        key = (f.rule, names.get(f.launch, ""))
-        stake[key] = stake.get(key, 0.0) + float(share_of.get(f.launch, float("nan")))
+        stake[key(f)] = stake.get(key(f), 0.0) + float(share_of.get(f.launch, float("nan")))
     for f in counted:
-        at_stake = stake[(f.rule, names.get(f.launch, ""))]
+        at_stake = stake[key(f)]
         if at_stake < MIN_STAKE_PCT:  # NaN (unknown durations) never caps
             f.severity = cap_severity(f.severity, "low")
             f.note = _join(f.note, f"this kernel holds {at_stake:.2f}% of the run's GPU time: "
