@@ -146,6 +146,16 @@ def test_batch_norm_and_the_relu_after_it_are_one_eager_chain():
 
 
 
+def test_the_scalar_ops_of_an_iteration_go_with_the_run_that_uses_them():
+    # CG in CuPy: alpha = rr / pAp is a one-thread copy and divide (2 us each) right before
+    # the vector updates that read alpha; fused, they go away with the run. BatchNorm's
+    # num_batches_tracked += 1 (int64) ahead of the norm is bookkeeping, not part of it.
+    chains = [f.launch_ids for f in _findings("cupy_cg_poisson", "fusion.eager-chain")]
+    assert [10, 11, 12, 13, 14, 15, 16] in chains
+    cnn = _findings("torch_cnn_train", "fusion.eager-chain")
+    assert not _at(cnn, 1) and _at(cnn, 2)
+
+
 def test_hand_written_attention_is_found_forward_and_backward_and_not_after_sdpa():
     found = _findings("torch_decoder_train", "fusion.unfused-attention")
     spans = sorted(tuple(f.launch_ids) for f in found)

@@ -399,6 +399,7 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
         and _same_region(rows[run[-1]], rows[launch]) is not False
         and sized(run, launch),
     )
+    chains = _with_scalar_ops(chains, launches, rows, lambda c: idle(c) and c not in optimizer)
     findings = []
     times = launch_times(launches)
     ops_of = {c: str(getattr(rows[c], "op", rows[c].short_name)) for chain in chains
@@ -428,6 +429,54 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
             kernel_ids=[int(rows[c].id) for c in chain if not pd.isna(rows[c].id)],
             launch_ids=[int(c) for c in chain]))
     return findings, []
+
+
+def _fill(row) -> bool:
+    """A launch that writes a constant (zeros, ones, autograd's seed): it consumes nothing."""
+    return "fill" in str(getattr(row, "op", "") or row.short_name).lower()
+
+
+# An op on integers (PyTorch's functor<long>, CuPy's cupy_add__int64_...): a counter or an
+# index setup (BatchNorm's num_batches_tracked += 1), bookkeeping beside the computation.
+_INTEGER_OP = re.compile(r"Functor\w*<(?:long|int|short|bool|unsigned|int64_t|int32_t)\b"
+                         r"|^cupy_\w*?__(?:u?int\d+|bool)")
+
+
+def _with_scalar_ops(chains: list[list[int]], launches: pd.DataFrame, rows: dict,
+                     skipped: Callable[[int], bool]) -> list[list[int]]:
+    """Give each run the tiny eager ops inside it and right before it, in the same range.
+
+    A launch with next to no work is skipped while runs are found (it neither makes nor
+    breaks one), but the scalar ops of a computation (``alpha = rr / pAp``, a copy of the
+    dot product's result, an index setup) sit inside or just ahead of the run that uses them
+    and go away with it once it is fused. A fill consumes nothing and stays out.
+    """
+    if not chains:
+        return chains
+    order = (launches.sort_values(["source", "launch"])["launch"].astype(int).tolist()
+             if "source" in launches else sorted(launches["launch"].astype(int).tolist()))
+    at = {launch: i for i, launch in enumerate(order)}
+
+    def scalar(launch: int, anchor: int) -> bool:
+        row = rows[launch]
+        return (skipped(launch) and not _fill(row) and not _INTEGER_OP.search(str(row.name))
+                and _same_stream(rows[anchor], row)
+                and _same_region(rows[anchor], row) is not False)
+
+    out = []
+    for chain in chains:
+        first, last = at[chain[0]], at[chain[-1]]
+        inside = [c for c in order[first + 1:last] if c not in chain and scalar(c, chain[0])]
+        before = []
+        i = first - 1
+        # Ahead of a run only a map (a scalar's divide or copy): a reduction there ends
+        # the work before it (a bias gradient's sum after its GEMM).
+        while (i >= 0 and scalar(order[i], chain[0])
+               and getattr(rows[order[i]], "role", None) == "elementwise"):
+            before.insert(0, order[i])
+            i -= 1
+        out.append(sorted(before + inside + chain, key=at.__getitem__))
+    return out
 
 
 def _traffic_bytes(q: pd.DataFrame) -> dict[int, float]:
