@@ -18,7 +18,8 @@ mkdir -p $W/corpus $W/logs $R
 . scripts/gpu_lib.sh
 export PYTHONUNBUFFERED=1
 [ -s $W/logs/host.txt ] || host_facts > $W/logs/host.txt 2>&1
-NCU="ncu --set full --clock-control none --nvtx --profile-from-start off -f"
+# NCU_EXTRA: more ncu options for the captures of this call (e.g. `-c 70`: the first 70 launches)
+NCU="ncu --set full --clock-control none --nvtx --profile-from-start off -f ${NCU_EXTRA:-}"
 
 command_of() { awk -F'\t' -v n="$1" '$1 == n {print $3}' $P/captures.tsv; }
 budget() {  # seconds a step may take: what is left before the deadline, at most $1
