@@ -182,8 +182,9 @@ def main():
         n_valid = int((target != IGNORE_INDEX).sum())
         ref_loss = F.cross_entropy(logits.detach().float(), target, ignore_index=IGNORE_INDEX)
         for name, got in (("triton", out["loss"]), ("torch", out["loss_ref"])):
-            err = abs(float(got) - float(ref_loss))
-            if not err < 2e-3:
+            # the loss comes back in the logits' dtype (bf16: 8 bits of mantissa)
+            err = abs(float(got) - float(ref_loss)) / abs(float(ref_loss))
+            if not err < 1e-2:
                 raise AssertionError(f"{name} loss {float(got):.6f}, float32 "
                                      f"{float(ref_loss):.6f}")
         ref_grad = torch.softmax(x, dim=1)
