@@ -89,6 +89,10 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     "corpus_torch_decoder_train": ("sample_reports/corpus/torch_decoder_train.raw.csv.gz",),
     "corpus_torch_decoder_train_sdpa": (
         "sample_reports/corpus/torch_decoder_train.sdpa.raw.csv.gz",),
+    # Batch-4 decoding over a 12K-token KV cache grown with torch.cat every step (dev).
+    "corpus_torch_kv_decode": ("sample_reports/corpus/torch_kv_decode.raw.csv.gz",),
+    # A diffusion block's training step: its backward stacks the q, k, v gradients (dev).
+    "corpus_torch_diffusion_block": ("sample_reports/corpus/torch_diffusion_block.raw.csv.gz",),
 }
 
 Reader = Callable[[list[Path]], Any]

@@ -347,11 +347,14 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
 
     eager_program = any(_eager(r) for r in rows.values())
 
-    optimizer = {c for run in _optimizer_launches(launches) for c in run}
+    # Launches other rules own, whose change is not a compiler's: an unfused optimizer's
+    # (fused=True) and a growing concatenation's (preallocate the tensor).
+    claimed = {c for run in _optimizer_launches(launches) for c in run}
+    claimed |= {c for run in growing_concats(q, launches) for c in run}
 
     def member(launch: int) -> bool:
         row = rows[launch]
-        if launch in optimizer:  # fusion.unfused-optimizer's: fused=True, not a compiler
+        if launch in claimed:
             return False
         # A library's normalization kernel (cuDNN's batch norm) inside an eager program is
         # an op like the others to a compiler: inductor generates the norm and fuses the
@@ -399,7 +402,7 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
         and _same_region(rows[run[-1]], rows[launch]) is not False
         and sized(run, launch),
     )
-    chains = _with_scalar_ops(chains, launches, rows, lambda c: idle(c) and c not in optimizer)
+    chains = _with_scalar_ops(chains, launches, rows, lambda c: idle(c) and c not in claimed)
     findings = []
     times = launch_times(launches)
     ops_of = {c: str(getattr(rows[c], "op", rows[c].short_name)) for chain in chains
@@ -586,6 +589,65 @@ def layout_conversions(rule: Rule, quantities: pd.DataFrame,
                                     "label": "GPU time of the layout conversions"}},
         kernel_ids=[int(r.id) for r in rows if not pd.isna(r.id)],
         launch_ids=[int(r.launch) for r in rows])], []
+
+
+
+_CONCAT = re.compile(r"CatArrayBatchedCopy|concatenate", re.IGNORECASE)
+# A concatenation that moves this many times the traffic of the launch that made its new part
+# mostly copies what was already there: a tensor grown by one piece per call.
+_GROWTH = 10.0
+
+
+def growing_concats(quantities: pd.DataFrame, launches: pd.DataFrame) -> list[list[int]]:
+    """The concatenations that grow a tensor, as runs (a KV cache's K and V cats together).
+
+    ``torch.cat([cache, new])`` copies the whole cache to append ``new``: its traffic dwarfs
+    that of the op that produced ``new`` (a projection GEMM), where a concatenation of parts
+    of one size (a U-Net skip, q/k/v stacking) moves about what its producer moved. A
+    concatenation right after a growing one, of about its size, is the same update.
+    """
+    if "form" in launches and (launches["form"] == "summary").all():
+        return []
+    traffic = _traffic_bytes(quantities)
+    if not traffic:
+        return []
+    runs: list[list[int]] = []
+    producer = previous = None  # the last launch that was not a concatenation; the last one
+    for r in launches.sort_values(["source", "launch"]).itertuples(index=False):
+        launch = int(r.launch)
+        if not _CONCAT.search(str(r.name)):
+            producer = previous = launch
+            continue
+        mine = traffic.get(launch, np.nan)
+        if runs and runs[-1][-1] == previous and 0.5 <= mine / traffic[previous] <= 2.0:
+            runs[-1].append(launch)
+        elif producer is not None and mine >= _GROWTH * (traffic.get(producer) or np.inf):
+            runs.append([launch])
+        previous = launch
+    return runs
+
+
+def growing_concat(rule: Rule, quantities: pd.DataFrame,
+                   launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
+    """One finding for the concatenations that copy a growing tensor (see growing_concats)."""
+    runs = growing_concats(quantities, launches)
+    if not runs:
+        return [], []
+    members = [c for run in runs for c in run]
+    times = launch_times(launches)
+    share_of = quantities["time_share_pct"].to_dict()
+    ids_of = dict(zip(launches["launch"].astype(int), launches["id"], strict=True))
+    total = float(np.nansum([times[c] for c in members]))
+    values = {"concatenations": float(len(members)),
+              "concat_time_share_pct": float(np.nansum([share_of.get(c, np.nan)
+                                                        for c in members]))}
+    # Written in place, each update moves only its new part: nearly all of the time goes.
+    return [make_finding(
+        rule, values, duration_ns=total, speedup_pct=90.0,
+        evidence={"concat_ns": {"value": total, "unit": "ns",
+                                "label": "GPU time of the growing concatenations"}},
+        kernel_ids=[int(ids_of[c]) for c in members if not pd.isna(ids_of[c])],
+        launch_ids=members)], []
 
 
 _SOFTMAX = re.compile(r"softmax", re.IGNORECASE)
@@ -826,6 +888,7 @@ FUNCTION_VALUES: dict[str, set[str]] = {
     "short_launches": {"waited_launches", "launch_count", "idle_pct", "host_launch_us"},
     "layout_conversions": {"conversions", "conversion_time_share_pct"},
     "unfused_attention": {"attention_ops", "attention_time_share_pct", "saving_pct"},
+    "growing_concat": {"concatenations", "concat_time_share_pct"},
     "unfused_optimizer": {"update_launches", "saving_pct", "optimizer_time_share_pct",
                           "pattern_time_share_pct"},
 }
@@ -837,5 +900,6 @@ FUNCTIONS: dict[str, RuleFunction] = {
     "short_launches": short_launches,
     "layout_conversions": layout_conversions,
     "unfused_attention": unfused_attention,
+    "growing_concat": growing_concat,
     "unfused_optimizer": unfused_optimizer,
 }
