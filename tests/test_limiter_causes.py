@@ -156,6 +156,19 @@ def test_the_scalar_ops_of_an_iteration_go_with_the_run_that_uses_them():
     assert not _at(cnn, 1) and _at(cnn, 2)
 
 
+def test_cupyx_special_functions_are_cupy_ops_of_the_chain():
+    # Black-Scholes as 27 CuPy float64 expressions, four of them cupyx.scipy.special.ndtr:
+    # one eager run (the program's own ElementwiseKernel is the fused version).
+    chains = [f.launch_ids for f in _findings("cupy_black_scholes", "fusion.eager-chain")]
+    assert chains == [list(range(2, 29))]
+
+
+def test_a_forward_kernel_and_the_backward_right_after_it_are_no_chain():
+    # F.layer_norm forward, then its backward at once: autograd's boundary, two graphs.
+    chains = [f.launch_ids for f in _findings("triton_layernorm_bwd", "fusion.eager-chain")]
+    assert all(4 not in c for c in chains)
+
+
 def test_hand_written_attention_is_found_forward_and_backward_and_not_after_sdpa():
     found = _findings("torch_decoder_train", "fusion.unfused-attention")
     spans = sorted(tuple(f.launch_ids) for f in found)

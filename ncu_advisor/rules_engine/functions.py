@@ -400,6 +400,7 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
         starts=member,
         continues=lambda run, launch: member(launch)
         and _same_region(rows[run[-1]], rows[launch]) is not False
+        and not _forward_then_backward(rows[run[-1]], rows[launch])
         and sized(run, launch),
     )
     chains = _with_scalar_ops(chains, launches, rows, lambda c: idle(c) and c not in claimed)
@@ -432,6 +433,23 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
             kernel_ids=[int(rows[c].id) for c in chain if not pd.isna(rows[c].id)],
             launch_ids=[int(c) for c in chain]))
     return findings, []
+
+
+# Kernels that name their pass: a forward op's (PyTorch's LayerNorm forward kernel says only
+# layer_norm) and a backward op's.
+_FORWARD = re.compile(r"forward|Forward|_fwd|_fw_|^vectorized_layer_norm_kernel|RowwiseMoments")
+_BACKWARD = re.compile(r"backward|Backward|_bwd|_bw_|grad_input|GammaBeta|ComputeInternalGradients")
+
+
+def _forward_then_backward(before, after) -> bool:
+    """An op's forward kernel right before a backward kernel: autograd's boundary.
+
+    The backward starts once the forward's output has a gradient; a compiler builds the two
+    as separate graphs (AOTAutograd's forward and backward), so nothing fuses across.
+    """
+    return (bool(_FORWARD.search(str(before.short_name)))
+            and not _BACKWARD.search(str(before.short_name))
+            and bool(_BACKWARD.search(str(after.short_name))))
 
 
 def _fill(row) -> bool:
