@@ -208,3 +208,11 @@ def test_a_range_a_library_pushes_is_its_callers_region():
     assert _same_region(launch("model/block0"), launch("model/block1")) is False
     assert _same_region(launch("model"), launch("model/block0")) is False
     assert _same_region(launch(float("nan")), launch("model")) is None
+
+
+def test_a_small_level_of_a_kernel_is_low_where_its_large_levels_are_high():
+    # BFS: the same bfs_expand kernel runs levels of 36 ms and of 10-40 us; the time at stake
+    # is in the large ones (severity per launch, not inherited from the kernel).
+    found = _findings("cuda_bfs", "divergence.warp-divergence")
+    assert _at(found, 18)[0].severity == "high"
+    assert _at(found, 7)[0].severity == "low" and _at(found, 16)[0].severity == "low"

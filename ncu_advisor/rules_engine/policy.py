@@ -25,6 +25,11 @@ _ALWAYS_KEPT = {"roofline"}
 # A kernel finding over less than this share of the run (its kernel's launches with the same
 # finding together) is capped at low: fixing it cannot save more than that.
 MIN_STAKE_PCT = 1.0
+# A launch under this share of the run, and under SMALL_INSTANCE of its kernel's largest launch
+# with the same finding, is a small instance of a problem whose weight lies elsewhere (a BFS
+# level of 40 us beside levels of 36 ms): capped at low on its own.
+MIN_LAUNCH_PCT = 0.1
+SMALL_INSTANCE = 0.05
 
 
 def apply_policy(findings: list[Finding], launches: pd.DataFrame, table: OriginTable,
@@ -70,14 +75,21 @@ def _cap_by_stake(findings: list[Finding], by_launch: dict[int, dict],
         return f.rule, by_launch.get(f.launch, {}).get("name", "")
 
     stake: dict[tuple[str, str], float] = {}
+    largest: dict[tuple[str, str], float] = {}
     for f in counted:
-        stake[key(f)] = stake.get(key(f), 0.0) + float(share_of.get(f.launch, float("nan")))
+        mine = float(share_of.get(f.launch, float("nan")))
+        stake[key(f)] = stake.get(key(f), 0.0) + mine
+        largest[key(f)] = max(largest.get(key(f), 0.0), mine)
     for f in counted:
-        at_stake = stake[key(f)]
+        at_stake, mine = stake[key(f)], float(share_of.get(f.launch, float("nan")))
         if at_stake < MIN_STAKE_PCT:  # NaN (unknown durations) never caps
             f.severity = cap_severity(f.severity, "low")
             f.note = _join(f.note, f"this kernel holds {at_stake:.2f}% of the run's GPU time: "
                                    "too little at stake for more than low")
+        elif mine < MIN_LAUNCH_PCT and mine < SMALL_INSTANCE * largest[key(f)]:
+            f.severity = cap_severity(f.severity, "low")
+            f.note = _join(f.note, f"this launch holds {mine:.3f}% of the run's GPU time: the "
+                                   "time at stake is in this kernel's larger launches")
 
 
 @lru_cache(maxsize=1024)
