@@ -91,6 +91,8 @@ CAPTURES: dict[str, tuple[str, ...]] = {
         "sample_reports/corpus/torch_decoder_train.sdpa.raw.csv.gz",),
     # Batch-4 decoding over a 12K-token KV cache grown with torch.cat every step (dev).
     "corpus_torch_kv_decode": ("sample_reports/corpus/torch_kv_decode.raw.csv.gz",),
+    # torch.compile'd prefill: cuBLAS fc1 GEMMs, each followed by inductor's GELU kernel (dev).
+    "corpus_torch_prefill_compiled": ("sample_reports/corpus/torch_prefill_compiled.raw.csv.gz",),
     # A diffusion block's training step: its backward stacks the q, k, v gradients (dev).
     "corpus_torch_diffusion_block": ("sample_reports/corpus/torch_diffusion_block.raw.csv.gz",),
 }

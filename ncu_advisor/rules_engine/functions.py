@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..derive.host_timeline import host_timeline
+from ..derive.limiter import SHORT_LAUNCH_NS
 from .findings import Finding, NotEvaluated, launch_times, make_finding, not_evaluated
 from .schema import Rule
 
@@ -668,6 +669,56 @@ def growing_concat(rule: Rule, quantities: pd.DataFrame,
         launch_ids=members)], []
 
 
+
+# Activations a GEMM's epilogue applies (PyTorch's ReLU is clamp_min, inductor names the op).
+_ACTIVATION = re.compile(r"gelu|relu|silu|swish|clamp|sigmoid|tanh|mish|elu", re.IGNORECASE)
+
+
+def gemm_epilogue(rule: Rule, quantities: pd.DataFrame,
+                  launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
+    """Find a library GEMM whose output the next launch only passes through an activation.
+
+    ``F.gelu(linear(x))`` eagerly is two passes: the GEMM writes its output and a pointwise
+    kernel reads it back to write the activation. In the GEMM's epilogue (cuBLASLt's
+    GELU/RELU epilogues, a Triton GEMM template under ``torch.compile(mode="max-autotune")``)
+    the activation costs next to nothing: the saving is the activation's launch. A launch
+    under 5 us is launch overhead, not a pass (the launch-overhead rule's), and a backward
+    kernel is no epilogue.
+    """
+    if "form" in launches and (launches["form"] == "summary").all():
+        return [], []
+    rows = list(launches.sort_values(["source", "launch"]).itertuples(index=False))
+    times = launch_times(launches)
+    share_of = quantities["time_share_pct"].to_dict()
+    pairs = []
+    for gemm, act in zip(rows, rows[1:], strict=False):
+        if (getattr(gemm, "role", None) == "matmul" and bool(getattr(gemm, "origin_library", False))
+                and (_eager(act) or getattr(act, "origin", None) == "triton-inductor")
+                and _ACTIVATION.search(str(getattr(act, "op", "") or act.short_name))
+                and not _BACKWARD.search(str(act.name))
+                and (times.get(int(act.launch)) or 0.0) >= SHORT_LAUNCH_NS
+                and _same_stream(gemm, act) and _same_region(gemm, act) is not False):
+            pairs.append((int(gemm.launch), int(act.launch)))
+    if not pairs:
+        return [], []
+    # One change (an epilogue) for every such pair: their activations' time is at stake together.
+    at_stake = float(np.nansum([share_of.get(a, np.nan) for _, a in pairs]))
+    findings = []
+    for g, a in pairs:
+        total = float(np.nansum([times.get(g, np.nan), times.get(a, np.nan)]))
+        values = {"activation_time_share_pct": float(share_of.get(a, np.nan)),
+                  "epilogue_time_share_pct": at_stake}
+        findings.append(make_finding(
+            rule, values, duration_ns=total,
+            speedup_pct=100.0 * times[a] / total if total > 0 else None,
+            evidence={"activation_ns": {"value": times[a], "unit": "ns",
+                                        "label": "GPU time of the separate activation pass"}},
+            kernel_ids=[int(rows_id) for rows_id in launches.set_index("launch").loc[[g, a], "id"]
+                        if not pd.isna(rows_id)],
+            launch_ids=[g, a]))
+    return findings, []
+
+
 _SOFTMAX = re.compile(r"softmax", re.IGNORECASE)
 _COPY_OPS = {"direct_copy", "copy", "contiguous"}
 _ATTENTION_REACH = 8  # launches between a GEMM and the softmax: scale, mask, dropout, casts
@@ -907,6 +958,7 @@ FUNCTION_VALUES: dict[str, set[str]] = {
     "layout_conversions": {"conversions", "conversion_time_share_pct"},
     "unfused_attention": {"attention_ops", "attention_time_share_pct", "saving_pct"},
     "growing_concat": {"concatenations", "concat_time_share_pct"},
+    "gemm_epilogue": {"activation_time_share_pct", "epilogue_time_share_pct"},
     "unfused_optimizer": {"update_launches", "saving_pct", "optimizer_time_share_pct",
                           "pattern_time_share_pct"},
 }
@@ -919,5 +971,6 @@ FUNCTIONS: dict[str, RuleFunction] = {
     "layout_conversions": layout_conversions,
     "unfused_attention": unfused_attention,
     "growing_concat": growing_concat,
+    "gemm_epilogue": gemm_epilogue,
     "unfused_optimizer": unfused_optimizer,
 }
