@@ -273,6 +273,8 @@ QUANTITIES: tuple[Quantity, ...] = (
                  "l1tex__m_l1tex2xbar_write_sectors_mem_global_op_red.sum",
                  "smsp__inst_executed.sum"),
                 lambda a, r, n: 1000.0 * (a + r) / n, "1000 x (atom + red) / instructions"),)),
+    Quantity("l2_atomic_busiest_pct", "%", "atomic unit activity of the busiest L2 slice",
+             (m("lts__d_atomic_input_cycles_active.max.pct_of_peak_sustained_elapsed"),)),
     # --- instruction mix, pipes, precision ---
     Quantity("xu_pipe_pct", "%", "XU (transcendental) pipe utilization",
              (m("sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active"),)),
