@@ -703,6 +703,7 @@ def gemm_epilogue(rule: Rule, quantities: pd.DataFrame,
         return [], []
     # One change (an epilogue) for every such pair: their activations' time is at stake together.
     at_stake = float(np.nansum([share_of.get(a, np.nan) for _, a in pairs]))
+    ids_of = dict(zip(launches["launch"].astype(int), launches["id"], strict=True))
     findings = []
     for g, a in pairs:
         total = float(np.nansum([times.get(g, np.nan), times.get(a, np.nan)]))
@@ -713,8 +714,7 @@ def gemm_epilogue(rule: Rule, quantities: pd.DataFrame,
             speedup_pct=100.0 * times[a] / total if total > 0 else None,
             evidence={"activation_ns": {"value": times[a], "unit": "ns",
                                         "label": "GPU time of the separate activation pass"}},
-            kernel_ids=[int(rows_id) for rows_id in launches.set_index("launch").loc[[g, a], "id"]
-                        if not pd.isna(rows_id)],
+            kernel_ids=[int(ids_of[c]) for c in (g, a) if not pd.isna(ids_of[c])],
             launch_ids=[g, a]))
     return findings, []
 
