@@ -227,3 +227,11 @@ def test_scattered_atomics_are_not_a_privatization_problem():
     assert _at(hist, 0)[0].severity == "high"
     radix = _findings("cuda_radix_sort", "privatization.global-atomics")
     assert _at(radix, 0)[0].severity == "high"
+
+
+def test_a_reduction_over_a_column_view_gets_the_callers_layout_advice():
+    # torch.std_mean of one column of a [4M, 16] float32 matrix: PyTorch's reduce_kernel reads
+    # 4 of every 32 bytes. The stride is the caller's view, not the library's design.
+    found = _at(_findings("torch_tabular_prep", "coalescing.global-loads"), 0)
+    assert found and found[0].severity in ("medium", "high")
+    assert "column" in found[0].advice

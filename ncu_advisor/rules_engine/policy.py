@@ -100,7 +100,10 @@ def _nothing_to_change(label: str) -> str:
 
 def _for_library_kernel(f: Finding, row: dict, table: OriginTable) -> None:
     label = row["origin_label"]
-    advice = table.advice_for(f.category, [row["role"]], [str(row.get("name", ""))])
+    # Advice for one rule (a reduction's strided loads, not its few stores) before the
+    # category's.
+    roles, names = [row["role"]], [str(row.get("name", ""))]
+    advice = table.advice_for(f.rule, roles, names) or table.advice_for(f.category, roles, names)
     if advice is not None:
         f.advice = advice.text
         if advice.severity_cap:
