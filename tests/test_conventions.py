@@ -71,6 +71,8 @@ def test_version_is_not_a_program_and_leaves_no_folder(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+# ~21 s over its three inputs: a CLI process per form.
+@pytest.mark.slow
 @pytest.mark.parametrize("path", [DEMOS / "coalescing.details.csv", DECODER, APP])
 def test_dash_reads_standard_input_in_any_form(path):
     """A plain CSV, a gzipped CSV and a gzipped .ncu-rep, piped in: the same report."""
@@ -92,6 +94,8 @@ def test_dash_errors_name_standard_input():
     assert done.returncode == 2 and err.startswith("ncu-advise: error: -") and "/tmp" not in err
 
 
+# ~12 s: two CLI processes.
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [["analyze", str(APP), "-f", "json"],
                                      ["diff", str(APP), str(APP)]])
 def test_dash_as_output_is_standard_output(tmp_path, command):
@@ -358,6 +362,8 @@ def test_demo_offline_walks_the_lesson_from_the_capture(capsys):
     assert "Fix: Make adjacent threads touch adjacent addresses" in out
 
 
+# ~23 s: every demo analyzed offline, one CLI run each (CI runs it with -m slow).
+@pytest.mark.slow
 def test_every_demo_offline_removes_its_own_category(capsys):
     code, out, _ = run(["demo", "all", "--offline", "-f", "json"], capsys)
     lessons = json.loads(out)

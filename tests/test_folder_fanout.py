@@ -63,6 +63,8 @@ def _same_report(a, b) -> None:
     assert (a.session, a.sources, a.warnings) == (b.session, b.sources, b.warnings)
 
 
+# ~25 s over its three folders: each read twice, folded and whole.
+@pytest.mark.slow
 @pytest.mark.parametrize("folder", ["forms", "demos", "generated"])
 def test_reports_folded_as_they_are_read_are_the_same_report(tmp_path, monkeypatch, folder):
     # Reading a folder folds the Reports read so far into one past _FOLD_PARTS (their pandas

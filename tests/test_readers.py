@@ -345,6 +345,8 @@ def _findings(report):
                   for f in analysis.findings)
 
 
+# ~17 s over its three packings: the decoder capture read and analyzed each time.
+@pytest.mark.slow
 @pytest.mark.parametrize("packing", ["gzip", "zstd", "no suffix"])
 def test_a_compressed_or_renamed_report_reads_as_the_report(tmp_path, packing):
     """`.ncu-rep.gz`, a zstd-compressed `.ncu-repz` and a report without its suffix are known

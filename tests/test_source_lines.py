@@ -155,6 +155,8 @@ def test_json_text_and_html_name_the_lines(page_analyses):
     assert ".cubin.cu:25</code>" in html and "LDS R11, [R14]" in html
 
 
+# ~15 s: the .ncu-rep read in several reader children.
+@pytest.mark.slow
 def test_ncu_rep_lines_read_by_several_children_are_the_same(monkeypatch):
     """The native reader frees nothing until its process ends, so source lines are read by a
     child per few launches; how the launches are split must not change the table."""
