@@ -66,6 +66,11 @@ def _runs(launches: pd.DataFrame, starts: Callable[[int], bool],
     return runs
 
 
+def _summary_only(launches: pd.DataFrame) -> bool:
+    """Every row a per-kernel summary: no launch order for a rule over sequences to follow."""
+    return "form" in launches and bool((launches["form"] == "summary").all())
+
+
 def _fusable(row) -> bool:
     """User code, or a library's elementwise kernel (PyTorch/CuPy eager ops, Inductor pointwise).
 
@@ -475,8 +480,7 @@ def _with_scalar_ops(chains: list[list[int]], launches: pd.DataFrame, rows: dict
     """
     if not chains:
         return chains
-    order = (launches.sort_values(["source", "launch"])["launch"].astype(int).tolist()
-             if "source" in launches else sorted(launches["launch"].astype(int).tolist()))
+    order = launches.sort_values(["source", "launch"])["launch"].astype(int).tolist()
     at = {launch: i for i, launch in enumerate(order)}
 
     def scalar(launch: int, anchor: int) -> bool:
@@ -610,7 +614,6 @@ def layout_conversions(rule: Rule, quantities: pd.DataFrame,
         launch_ids=[int(r.launch) for r in rows])], []
 
 
-
 _CONCAT = re.compile(r"CatArrayBatchedCopy|concatenate", re.IGNORECASE)
 # A concatenation that moves this many times the traffic of the launch that made its new part
 # mostly copies what was already there: a tensor grown by one piece per call.
@@ -625,7 +628,7 @@ def growing_concats(quantities: pd.DataFrame, launches: pd.DataFrame) -> list[li
     of one size (a U-Net skip, q/k/v stacking) moves about what its producer moved. A
     concatenation right after a growing one, of about its size, is the same update.
     """
-    if "form" in launches and (launches["form"] == "summary").all():
+    if _summary_only(launches):
         return []
     traffic = _traffic_bytes(quantities)
     if not traffic:
@@ -669,7 +672,6 @@ def growing_concat(rule: Rule, quantities: pd.DataFrame,
         launch_ids=members)], []
 
 
-
 # Activations a GEMM's epilogue applies (PyTorch's ReLU is clamp_min, inductor names the op).
 _ACTIVATION = re.compile(r"gelu|relu|silu|swish|clamp|sigmoid|tanh|mish|elu", re.IGNORECASE)
 
@@ -685,7 +687,7 @@ def gemm_epilogue(rule: Rule, quantities: pd.DataFrame,
     under 5 us is launch overhead, not a pass (the launch-overhead rule's), and a backward
     kernel is no epilogue.
     """
-    if "form" in launches and (launches["form"] == "summary").all():
+    if _summary_only(launches):
         return [], []
     rows = list(launches.sort_values(["source", "launch"]).itertuples(index=False))
     times = launch_times(launches)
@@ -736,7 +738,7 @@ def unfused_attention(rule: Rule, quantities: pd.DataFrame,
     same GEMMs without materializing the T x T scores: the estimate is the pattern's time
     minus its GEMMs'.
     """
-    if "form" in launches and (launches["form"] == "summary").all():
+    if _summary_only(launches):
         return [], []
     ordered = launches.sort_values(["source", "launch"])
     rows = list(ordered.itertuples(index=False))
@@ -844,7 +846,7 @@ def _optimizer_launches(launches: pd.DataFrame) -> list[list[int]]:
     before a launch that is neither an eager elementwise op nor an update (a GEMM: the next
     forward pass); the eager ops in between (mul, sqrt, add) belong to the update.
     """
-    if "form" in launches and (launches["form"] == "summary").all():
+    if _summary_only(launches):
         return []
     runs: list[list[int]] = []
     current: list[int] = []
