@@ -75,6 +75,8 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     "corpus_cuda_reduction": ("sample_reports/corpus/cuda_reduction.raw.csv.gz",),
     # An SGEMM ladder (dev): naive, shared-memory tiled, register-tiled, cuBLAS.
     "corpus_cuda_gemm": ("sample_reports/corpus/cuda_gemm.raw.csv.gz",),
+    # A direct 3x3 convolution, one output per thread, beside cuDNN's (dev, batch 7).
+    "corpus_cuda_conv2d_direct": ("sample_reports/corpus/cuda_conv2d_direct.raw.csv.gz",),
     # Another dev capture: batch-1 decode, eager PyTorch, 67 launches of a few microseconds.
     "corpus_torch_decode_b1": ("sample_reports/corpus/torch_decode_b1.raw.csv.gz",),
     # The same model decoding a batch of 64: attention over the KV cache through cuBLAS GEMVs.

@@ -431,6 +431,9 @@ DERIVED: tuple[Derived, ...] = (
             ("flops_fp64", "flops_total"), lambda fp64, total: 100.0 * _per(fp64, total)),
     Derived("fp32_ops_per_thread_inst", "", "FP32 operations per executed thread instruction",
             ("flops_fp32", "instructions"), lambda f, i: _per(f, 32.0 * i)),
+    # FP32 FMA warp instructions ~ flops / 2 / 32: how many global loads feed each FMA.
+    Derived("global_ld_per_fma", "", "global load instructions per FP32 FMA instruction",
+            ("global_ld_insts", "flops_fp32"), lambda ld, f: _per(64.0 * ld, f)),
     Derived("dram_bytes_per_thread", "byte", "DRAM bytes per launched thread",
             ("dram_bytes", "grid_size", "block_size"), lambda d, g, b: _per(d, g * b)),
     Derived("shared_per_inst", "", "shared-memory requests per executed warp instruction",
