@@ -63,8 +63,10 @@ def test_library_findings_speak_to_the_caller(torch_details):
     by = {(f.launch, f.category): f for f in a.findings if f.launch is not None}
     gemm = by[(0, "precision")]
     assert gemm.severity == "high" and "allow_tf32" in gemm.advice and gemm.origin == "cublas"
-    transpose = by[(23, "coalescing")]
-    assert transpose.severity == "high" and "contiguous" in transpose.advice
+    # A transposing copy's strided loads: the caller's change is the layout upstream.
+    transpose = by[(23, "layout")]
+    assert transpose.rule == "coalescing.global-loads" and transpose.severity == "high"
+    assert "layout its consumer reads" in transpose.advice and "contiguous" in transpose.advice
     # cuDNN's bf16 convolution: occupancy and conflicts are the library's own design (info);
     # its small grid becomes caller advice capped at low.
     conv = {cat: f.severity for (launch, cat), f in by.items() if launch == 12}

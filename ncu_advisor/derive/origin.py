@@ -42,6 +42,9 @@ class CallerAdvice:
     severity_cap: str | None = None
     # When given, every kernel the finding is about must match one (a GEMV among matmuls).
     names: tuple[re.Pattern, ...] = ()
+    # The category of the caller's change, where it is not the symptom's: a framework copy
+    # that reads a transposed view strided is fixed by the layout upstream, not by the copy.
+    category: str | None = None
 
     def fits(self, roles: list[str | None], names: list[str]) -> bool:
         """Whether this advice speaks to kernels of these roles and names."""
@@ -170,7 +173,8 @@ def origin_table(extra: str | None = None) -> OriginTable:
                   for r in data.get("role", []))
     advice = {cat: tuple(CallerAdvice(tuple(a.get("roles", [])), " ".join(a["text"].split()),
                                       a.get("severity_cap"),
-                                      _compile(list(a.get("names", [])), "data/origins.toml"))
+                                      _compile(list(a.get("names", [])), "data/origins.toml"),
+                                      a.get("category"))
                          for a in (entries if isinstance(entries, list) else [entries]))
               for cat, entries in data.get("caller_advice", {}).items()}
     return OriginTable(tuple(origins), roles, advice)

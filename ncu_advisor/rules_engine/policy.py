@@ -106,6 +106,7 @@ def _for_library_kernel(f: Finding, row: dict, table: OriginTable) -> None:
     advice = table.advice_for(f.rule, roles, names) or table.advice_for(f.category, roles, names)
     if advice is not None:
         f.advice = advice.text
+        f.category = advice.category or f.category
         if advice.severity_cap:
             f.severity = cap_severity(f.severity, advice.severity_cap)
         f.note = _join(f.note, f"{label} kernel: advice is for the caller")
