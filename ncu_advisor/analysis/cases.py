@@ -77,6 +77,8 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     "corpus_cuda_gemm": ("sample_reports/corpus/cuda_gemm.raw.csv.gz",),
     # A direct 3x3 convolution, one output per thread, beside cuDNN's (dev, batch 7).
     "corpus_cuda_conv2d_direct": ("sample_reports/corpus/cuda_conv2d_direct.raw.csv.gz",),
+    # Triton kernels (dev): a 4096^3 fp16 GEMM with 32x32x32 tiles beside one with 128x128x64.
+    "corpus_triton_ops": ("sample_reports/corpus/triton_ops.raw.csv.gz",),
     # Another dev capture: batch-1 decode, eager PyTorch, 67 launches of a few microseconds.
     "corpus_torch_decode_b1": ("sample_reports/corpus/torch_decode_b1.raw.csv.gz",),
     # The same model decoding a batch of 64: attention over the KV cache through cuBLAS GEMVs.
