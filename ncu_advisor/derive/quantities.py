@@ -426,6 +426,12 @@ DERIVED: tuple[Derived, ...] = (
     Derived("max_throughput_pct", "%", "max of compute and memory throughput",
             ("sm_pct", "mem_pct"),
             lambda sm, mem: pd.concat([sm, mem], axis=1).max(axis=1, skipna=False)),
+    # Memory or the busiest L2 slice's atomic unit (contended atomics): what is left of the
+    # busier one (the atomic unit counts only where the input has it).
+    Derived("memory_headroom_pct", "%", "memory throughput left below the peak (atomics too)",
+            ("mem_pct", "l2_atomic_busiest_pct"),
+            lambda mem, atomic: (100.0 - pd.concat([mem, atomic], axis=1).max(axis=1))
+            .clip(lower=0.0).where(mem.notna())),
     Derived("l1_to_dram_ratio", "", "L1 bytes per DRAM byte", ("l1_bytes", "dram_bytes"), _per),
     Derived("fp64_flop_share_pct", "%", "FP64 share of floating-point work",
             ("flops_fp64", "flops_total"), lambda fp64, total: 100.0 * _per(fp64, total)),
