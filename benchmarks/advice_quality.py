@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from evaluation import (  # noqa: E402
+    BEFORE_LAYOUT,
     DATA,
     Tally,
     estimated_saving_ns,
@@ -38,9 +39,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # Set name -> (its captures' folder, the function that loads its labels).
 SETS = {"corpus": (ROOT / "sample_reports" / "corpus", load_corpus_labels),
         "foreign": (ROOT / "sample_reports" / "foreign",
-                    partial(load_labels, DATA / "foreign_labels.toml")),
+                    partial(load_labels, DATA / "foreign_labels.toml", BEFORE_LAYOUT)),
         "holdout": (ROOT / "sample_reports" / "holdout",
-                    partial(load_labels, DATA / "holdout_labels.toml"))}
+                    partial(load_labels, DATA / "holdout_labels.toml", BEFORE_LAYOUT))}
 FIXES = DATA / "corpus_fixes.toml"
 # Form name -> file-name patterns (relative to the capture's stem).
 FORMS = {
