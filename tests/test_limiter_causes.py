@@ -151,9 +151,20 @@ def test_the_scalar_ops_of_an_iteration_go_with_the_run_that_uses_them():
     # the vector updates that read alpha; fused, they go away with the run. BatchNorm's
     # num_batches_tracked += 1 (int64) ahead of the norm is bookkeeping, not part of it.
     chains = [f.launch_ids for f in _findings("cupy_cg_poisson", "fusion.eager-chain")]
-    assert [10, 11, 12, 13, 14, 15, 16] in chains
+    assert [10, 11, 12, 13, 14, 15, 16, 17] in chains
     cnn = _findings("torch_cnn_train", "fusion.eager-chain")
     assert not _at(cnn, 1) and _at(cnn, 2)
+
+
+def test_a_dot_product_ends_its_chain_in_the_library_reduction():
+    # CG's p . Ap is cupy_multiply of two vectors, then CUB's device reduction of the product
+    # (#7 -> #8): a dot product, one pass when fused. On the foreign set, cp.sum(a) after
+    # c = a * b + 1.0 (an add of a scalar, #1 -> #2) sums another array: no chain into it.
+    chains = [f.launch_ids for f in _findings("cupy_cg_poisson", "fusion.eager-chain")]
+    assert [7, 8] in chains
+    builtins = analysis_cached(CORPUS.parent / "foreign" / "cupy_builtins.raw.csv.gz")
+    assert not any(2 in f.launch_ids for f in builtins.findings
+                   if f.rule == "fusion.eager-chain")
 
 
 def test_cupyx_special_functions_are_cupy_ops_of_the_chain():

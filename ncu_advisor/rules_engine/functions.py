@@ -86,6 +86,18 @@ def _eager(row) -> bool:
     return bool(getattr(row, "origin_eager", False))
 
 
+# An elementwise product of two tensors: CuPy's ufunc names its operand dtypes (a Python
+# scalar operand is `float`/`int`, unsized); PyTorch's binary functor takes two tensors (its
+# scalar forms are the A/BUnaryFunctor wrappers).
+_TENSOR_PRODUCT = re.compile(r"^cupy_multiply__[a-z]+\d+_[a-z]+\d+_|BinaryFunctor<.*MulFunctor")
+
+
+def _tensor_product(row) -> bool:
+    """An eager elementwise product of two tensors (not of a tensor and a scalar)."""
+    return (_eager(row) and getattr(row, "role", None) == "elementwise"
+            and bool(_TENSOR_PRODUCT.search(str(row.name))))
+
+
 def _user_range(nvtx: str) -> str:
     """An NVTX path without the ranges a library pushes inside the user's.
 
@@ -364,12 +376,26 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
             return False
         # A library's normalization kernel (cuDNN's batch norm) inside an eager program is
         # an op like the others to a compiler: inductor generates the norm and fuses the
-        # ReLU or residual add that follows it. (A library reduction is not: nothing in the
-        # launch order tells `(p * q).sum()` from a sum of an unrelated array after `p * q`.)
+        # ReLU or residual add that follows it. A library reduction (CUB's, under CuPy's
+        # dot and sum) joins only a dot product it ends (`reduction_of`).
         return ((_eager(row) or (eager_program and getattr(row, "role", None) == "norm"))
                 and getattr(row, "role", None) not in _NOT_FUSED and not idle(launch))
 
     traffic = _traffic_bytes(q)
+
+    def reduction_of(run: list[int], launch: int) -> bool:
+        # A dot product written as `(p * q).sum()` (or CuPy's dot of two vectors): the
+        # product of two tensors, then a library reduction reading about its output (between
+        # a fifth and about all of the product's L2 traffic). The launch order alone cannot
+        # tell `(p * q).sum()` from a sum of an unrelated array after a map (`c = a * b + 1;
+        # s = a.sum()`); the product of two tensors right before a full reduction is the
+        # dot-product idiom, so only it continues into one.
+        row, last = rows[launch], run[-1]
+        if not (eager_program and getattr(row, "role", None) == "reduction"
+                and not _eager(row) and _tensor_product(rows[last])):
+            return False
+        moved, read = traffic.get(last, np.nan), traffic.get(launch, np.nan)
+        return bool(moved > 0 and read > 0 and 0.2 <= read / moved <= 1.1)
 
     def comparable(a: int, b: int) -> bool:
         # Ops of one computation move tensors of one size class through L2; two unrelated
@@ -404,7 +430,7 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
     chains = _runs(
         busy_launches,
         starts=member,
-        continues=lambda run, launch: member(launch)
+        continues=lambda run, launch: (member(launch) or reduction_of(run, launch))
         and _same_region(rows[run[-1]], rows[launch]) is not False
         and not _forward_then_backward(rows[run[-1]], rows[launch])
         and sized(run, launch),
