@@ -99,6 +99,12 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     "corpus_torch_prefill_compiled": ("sample_reports/corpus/torch_prefill_compiled.raw.csv.gz",),
     # A diffusion block's training step: its backward stacks the q, k, v gradients (dev).
     "corpus_torch_diffusion_block": ("sample_reports/corpus/torch_diffusion_block.raw.csv.gz",),
+    # Mixture-of-experts inference (dev): a softmax router, then top-2 experts per token.
+    "corpus_torch_moe_infer": ("sample_reports/corpus/torch_moe_infer.raw.csv.gz",),
+    # Detection post-processing (dev, batch 7): sigmoid over every class score, then top-k.
+    "corpus_torch_detection_post": ("sample_reports/corpus/torch_detection_post.raw.csv.gz",),
+    # CuPy's built-in kernels (foreign set): a sort and an arg-max after plain copies and maps.
+    "foreign_cupy_builtins": ("sample_reports/foreign/cupy_builtins.raw.csv.gz",),
 }
 
 Reader = Callable[[list[Path]], Any]

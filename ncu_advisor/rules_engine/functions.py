@@ -698,6 +698,95 @@ def growing_concat(rule: Rule, quantities: pd.DataFrame,
         launch_ids=members)], []
 
 
+# Pointwise maps that keep the order of their inputs (strictly increasing): a selection of
+# their output is a selection of their input. PyTorch's functor names and CuPy's ufuncs.
+_MONOTONIC = re.compile(r"^(sigmoid|exp|exp2|expm1|tanh|log|log2|log10|log1p|sqrt|erf"
+                        r"|launch_log_sigmoid_forward)$"
+                        r"|^cupy_(exp|exp2|expm1|tanh|log|log2|log10|log1p|sqrt)__"
+                        r"|^cupyx_scipy_special_(expit|ndtr|erf)__", re.IGNORECASE)
+# Row-wise maps that keep each row's order: only a row's arg-max or max survives them cheaply.
+_ROW_MONOTONIC = re.compile(r"softmax_warp_forward|cunn_SoftMaxForward|log_softmax|softmax",
+                            re.IGNORECASE)
+# Selections: top-k (PyTorch's radix select, its block and segmented sorts), sorts, and
+# arg-max / max reductions.
+_SELECTION = re.compile(r"mbtopk::|sbtopk::|gatherTopK|computeBlockDigitCounts|radixSelect"
+                        r"|SortKVInPlace|DeviceRadixSort|DeviceSegmentedRadixSort")
+_ARG_MAX = re.compile(r"ArgMaxOps|ArgMinOps|MaxOps|MinOps|cupy_(cub_)?arg(max|min)")
+_SET_UP = re.compile(r"^fill|Fill|InitKernel")
+
+
+def _selection_after(rows: list, at: int) -> int | None:
+    """The selection that reads launch ``at``'s output, if the next real launch is one.
+
+    Top-k's counter fills and CUB's scan set-up kernels (a few microseconds, no pass over the
+    data) may sit in between.
+    """
+    for row in rows[at + 1:at + 4]:
+        if _SET_UP.search(str(row.short_name)):
+            continue
+        name = str(row.name)
+        return int(row.launch) if _SELECTION.search(name) or _ARG_MAX.search(name) else None
+    return None
+
+
+def monotonic_selections(quantities: pd.DataFrame,
+                         launches: pd.DataFrame) -> list[tuple[int, int]]:
+    """(map, selection) pairs: an order-keeping map whose output only feeds a selection.
+
+    ``scores = logits.sigmoid(); scores.topk(k)`` computes the map over every element to keep
+    k of them: ``logits.topk(k)`` picks the same elements, and the map of the k picks costs
+    nothing. The selection must read about what the map wrote (its L2 traffic a fifth to one
+    and a half times the map's, which read and wrote the tensor), so that an unrelated top-k
+    after a map is not taken for one.
+    """
+    if _summary_only(launches):
+        return []
+    traffic = _traffic_bytes(quantities)
+    rows = list(launches.sort_values(["source", "launch"]).itertuples(index=False))
+    pairs = []
+    for at, row in enumerate(rows):
+        op = str(getattr(row, "op", "") or row.short_name)
+        elementwise = getattr(row, "role", None) == "elementwise" and _MONOTONIC.search(op)
+        row_wise = getattr(row, "role", None) in ("softmax", None) and _ROW_MONOTONIC.search(
+            str(row.short_name)) and not _BACKWARD.search(str(row.name))
+        if not (_eager(row) and (elementwise or row_wise)):
+            continue
+        selection = _selection_after(rows, at)
+        if selection is None:
+            continue
+        chosen = rows[[int(r.launch) for r in rows].index(selection)]
+        if row_wise and not _ARG_MAX.search(str(chosen.name)):
+            continue  # top-k of a softmax still needs each row's normalizer
+        if not _same_stream(row, chosen) or _same_region(row, chosen) is False:
+            continue
+        made, read = traffic.get(int(row.launch), np.nan), traffic.get(selection, np.nan)
+        if made > 0 and read > 0 and 0.2 <= read / made <= 1.5:
+            pairs.append((int(row.launch), selection))
+    return pairs
+
+
+def monotonic_before_selection(rule: Rule, quantities: pd.DataFrame,
+                               launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
+    """One finding for the order-keeping maps computed only to select (see monotonic_selections)."""
+    pairs = monotonic_selections(quantities, launches)
+    if not pairs:
+        return [], []
+    maps = [m for m, _ in pairs]
+    times = launch_times(launches)
+    share_of = quantities["time_share_pct"].to_dict()
+    ids_of = dict(zip(launches["launch"].astype(int), launches["id"], strict=True))
+    total = float(np.nansum([times.get(m, np.nan) for m in maps]))
+    values = {"maps": float(len(maps)),
+              "map_time_share_pct": float(np.nansum([share_of.get(m, np.nan) for m in maps]))}
+    # Selecting on the input removes the whole pass; the k picks' map is negligible.
+    return [make_finding(
+        rule, values, duration_ns=total, speedup_pct=100.0,
+        evidence={"map_ns": {"value": total, "unit": "ns",
+                             "label": "GPU time of the maps before a selection"}},
+        kernel_ids=[int(ids_of[m]) for m in maps if not pd.isna(ids_of[m])],
+        launch_ids=maps)], []
+
+
 # Activations a GEMM's epilogue applies (PyTorch's ReLU is clamp_min, inductor names the op).
 _ACTIVATION = re.compile(r"gelu|relu|silu|swish|clamp|sigmoid|tanh|mish|elu", re.IGNORECASE)
 
@@ -987,6 +1076,7 @@ FUNCTION_VALUES: dict[str, set[str]] = {
     "unfused_attention": {"attention_ops", "attention_time_share_pct", "saving_pct"},
     "growing_concat": {"concatenations", "concat_time_share_pct"},
     "gemm_epilogue": {"activation_time_share_pct", "epilogue_time_share_pct"},
+    "monotonic_before_selection": {"maps", "map_time_share_pct"},
     "unfused_optimizer": {"update_launches", "saving_pct", "optimizer_time_share_pct",
                           "pattern_time_share_pct"},
 }
@@ -1000,5 +1090,6 @@ FUNCTIONS: dict[str, RuleFunction] = {
     "unfused_attention": unfused_attention,
     "growing_concat": growing_concat,
     "gemm_epilogue": gemm_epilogue,
+    "monotonic_before_selection": monotonic_before_selection,
     "unfused_optimizer": unfused_optimizer,
 }
