@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from conftest import analysis_cached, read_cached
 
@@ -70,3 +71,19 @@ def test_measured_bandwidth_is_shown_beside_the_peak():
     report = read_cached(ROOT / "sample_reports/forms/forms_app.ncu-rep.gz")
     r = analyze(report, measured_bandwidth=4.214e12).rooflines[0].to_dict()
     assert r["measured_bandwidth"] == 4.214e12 and r["peak_bandwidth"] > r["measured_bandwidth"]
+
+
+def test_the_tensor_core_saving_is_the_larger_of_the_compute_and_memory_floors():
+    # An FP32 SGEMM at 70% of the FMA peak: on an H200 (TF32 7.4x FP32, 60% of it reached)
+    # its work takes 16% of the time; on an L4-class part (2x) 58%; at 80% of DRAM the bytes
+    # alone take 89%; a 3 us GEMM cannot go under 2.5 us.
+    from ncu_advisor.derive.quantities import tensor_core_saving_pct
+
+    def saving(fp32, dram, ns, cc):
+        return float(tensor_core_saving_pct(pd.Series([fp32]), pd.Series([dram]),
+                                            pd.Series([ns]), pd.Series([cc])).iloc[0])
+    assert saving(70.0, 5.0, 100_000.0, "9.0") == pytest.approx(84.2, abs=0.1)
+    assert saving(70.0, 5.0, 100_000.0, "8.9") == pytest.approx(41.7, abs=0.1)
+    assert saving(70.0, 80.0, 100_000.0, "9.0") == pytest.approx(11.1, abs=0.1)
+    assert saving(70.0, 5.0, 3_000.0, "9.0") == pytest.approx(16.7, abs=0.1)
+    assert saving(10.0, 1.0, 100_000.0, "9.0") == 90.0  # capped

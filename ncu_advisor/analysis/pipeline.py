@@ -76,10 +76,16 @@ def _point_to_raw_export(skipped: NotEvaluatedList, report: Report) -> NotEvalua
     return skipped
 
 
-def with_origin(launches: pd.DataFrame, origins: str | None = None) -> pd.DataFrame:
-    """The launch table with each kernel's origin (user or library) and role added."""
+def with_origin(launches: pd.DataFrame, origins: str | None = None,
+                sourced: frozenset[str] = frozenset()) -> pd.DataFrame:
+    """The launch table with each kernel's origin (user or library) and role added.
+
+    ``sourced``: names of the kernels the report has source lines for (built with
+    ``-lineinfo``), which makes an unrecognized namespaced kernel the user's.
+    """
     table = origin_table(origins)
-    found = {name: table.classify(str(name)) for name in launches["name"].unique()}
+    found = {name: table.classify(str(name), name in sourced)
+             for name in launches["name"].unique()}
     roles = {name: table.role(str(name)) for name in launches["name"].unique()}
     ops = {(name, short): op_label(str(name), str(short)) for name, short in
            launches[["name", "short_name"]].drop_duplicates().itertuples(index=False)}
@@ -113,11 +119,13 @@ def analyze(report: Report, rules: list[Rule] | None = None,
         rules = load_rules(rules_dirs)
     wide = _with_launch_shape(report)
     stated = ncu_rule_quantities(report.ncu_rules, wide.index, report.metrics)
-    launches = with_origin(report.launches, origins)
+    sourced = frozenset(report.launches.loc[
+        report.launches["launch"].isin(report.source_lines["launch"].unique()), "name"])
+    launches = with_origin(report.launches, origins, sourced)
     quantities, from_rule = compute_with_provenance(
         wide, stated, invocations=launches.set_index("launch")["invocations"],
         other_time_ns=float(report.session.get("unprofiled_time_ns") or 0.0),
-        origins=launches.set_index("launch")[["role", "origin_library"]])
+        origins=launches.set_index("launch")[["role", "origin_library", "cc"]])
     opt = ncu_rule_categories(report.ncu_rules)
     provenance = Provenance(from_rule, {int(k): set(g["category"]) for k, g in
                                         opt.groupby("launch")} if len(opt) else {})

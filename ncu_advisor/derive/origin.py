@@ -31,6 +31,12 @@ class Origin:
 
 
 USER = Origin("user", "user code", False)
+# A C++-namespaced kernel that no origin names (``vllm::...``, ``tensorrt_llm::kernels::...``)
+# is most likely a library the table does not know: its internals are not taken for the
+# user's to change. Source-line correlation in the report (``-lineinfo``) makes it the user's.
+UNKNOWN = Origin("unknown", "unknown code", False)
+# Namespaces that say nothing about whose code it is.
+_NEUTRAL_NAMESPACES = re.compile(r"^(?:std::|<unnamed>::|\(anonymous namespace\)::)+$")
 
 
 @dataclass(frozen=True)
@@ -73,13 +79,17 @@ class OriginTable:
                 return advice
         return None
 
-    def classify(self, name: str) -> Origin:
-        """The first origin whose pattern matches the kernel name (user code if none)."""
+    def classify(self, name: str, has_source: bool = False) -> Origin:
+        """The first origin whose pattern matches the kernel name.
+
+        None matching: user code, or ``unknown`` for a namespaced kernel without source-line
+        correlation (``has_source``: the report holds source lines for it).
+        """
         forms = name_forms(name)
         for origin in self.origins:
             if any(p.search(form) for p in origin.patterns for form in forms):
                 return origin
-        return USER
+        return UNKNOWN if not has_source and _namespaced(name) else USER
 
     def role(self, name: str) -> str | None:
         """What the kernel does (matmul, layout, elementwise, multi-pass), if recognizable."""
@@ -95,6 +105,13 @@ class OriginTable:
 # function name, which ncu prints only in its short form.
 _RETURN_TYPE = re.compile(r"^(?:void|int|float|double|unsigned|bool)\s+")
 _QUALIFIED = re.compile(r"^((?:[A-Za-z_]\w*::)+)?([A-Za-z_]\w*)")
+
+
+def _namespaced(name: str) -> bool:
+    """Whether the kernel's function sits in a C++ namespace (or class) of its own."""
+    match = _QUALIFIED.match(_RETURN_TYPE.sub("", name, count=1))
+    scope = match.group(1) if match else None
+    return bool(scope) and not _NEUTRAL_NAMESPACES.match(scope)
 
 
 def name_forms(name: str) -> tuple[str, ...]:

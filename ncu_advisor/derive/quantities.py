@@ -360,12 +360,47 @@ def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = No
         frame["library_kernel"] = known["origin_library"].astype("float64")
     else:
         frame["matrix_product"] = frame["library_kernel"] = np.nan
+    cc = (origins.reindex(wide.index)["cc"] if origins is not None and "cc" in origins
+          else pd.Series(None, index=wide.index, dtype="object"))
+    frame["tensor_core_saving_pct"] = tensor_core_saving_pct(
+        frame["fp32_peak_pct"], frame["dram_pct"], frame["duration_ns"], cc)
     frame = _one_block(frame)
     for d in DERIVED:
         inherited = set().union(*(from_rule.get(name, set()) for name in d.inputs))
         if inherited:
             from_rule[d.name] = inherited
     return frame, from_rule
+
+
+# Dense TF32 tensor-core FLOP/s over FP32 FMA FLOP/s, by compute capability (datasheets:
+# V100/T4 have no TF32, so their FP16 tensor rate with FP32 accumulation; A100 156/19.5;
+# A10/L4/L40S about 2 (GeForce parts of 8.6/8.9/12.0 about 1); H100/H200 494/67; B200
+# 1100/80). Unknown capabilities take a middle value.
+_TF32_OVER_FP32 = {"7.0": 8.0, "7.2": 8.0, "7.5": 8.0, "8.0": 8.0, "8.6": 2.0, "8.7": 2.0,
+                   "8.9": 2.0, "9.0": 7.4, "10.0": 14.0, "10.3": 14.0, "12.0": 1.0}
+_TF32_DEFAULT = 4.0
+# Shares of the peaks a replacement reaches: a library TF32 GEMM about 60% of the tensor
+# peak, a stream over the same bytes about 90% of DRAM's.
+_TENSOR_EFFICIENCY, _DRAM_EFFICIENCY = 0.6, 0.9
+
+
+# No kernel runs in less than a few microseconds (launch latency, the GEMM's prologue).
+_KERNEL_FLOOR_NS = 2_500.0
+
+
+def tensor_core_saving_pct(fp32_peak_pct: Series, dram_pct: Series, duration_ns: Series,
+                           cc: Series) -> Series:
+    """Share of an FP32 matrix product's time that tensor cores (TF32) would save.
+
+    The FP32 work runs ``ratio`` times faster on the tensor cores at 60% of their peak, but
+    not faster than the kernel's DRAM bytes stream at 90% of the peak, nor under 2.5 us:
+    ``100 x (1 - max(fp32% / (ratio x 60), dram% / 90, 2.5 us / duration))``, 0 to 90%.
+    """
+    ratio = cc.map(lambda c: _TF32_OVER_FP32.get(str(c), _TF32_DEFAULT)).astype("float64")
+    compute = fp32_peak_pct / (ratio * 100.0 * _TENSOR_EFFICIENCY)
+    memory = dram_pct.fillna(0.0) / (100.0 * _DRAM_EFFICIENCY)
+    floor = _KERNEL_FLOOR_NS / duration_ns.where(duration_ns > 0)
+    return (100.0 * (1.0 - np.maximum(np.maximum(compute, memory), floor))).clip(0.0, 90.0)
 
 
 def _one_block(frame: pd.DataFrame) -> pd.DataFrame:
@@ -494,9 +529,13 @@ _TIME_SHARE = ("%", "share of the application's GPU time", ("duration_ns",))
 # change applies to it even when its FMA pipe is not the busiest unit.
 _MATRIX_PRODUCT = ("", "1 when the kernel is a matrix product by name (GEMM, conv, attention)", ())
 _LIBRARY = ("", "1 when the kernel is a library's (data/origins.toml), 0 for user code", ())
+# Not a Derived: the tensor-core rate over the FP32 rate depends on the launch's device.
+_TENSOR_CORE_SAVING = ("%", "share of the time TF32 tensor cores would save (compute or DRAM "
+                       "floor)", ("fp32_peak_pct", "dram_pct", "duration_ns"))
 DERIVED_INFO: dict[str, tuple[str, str, tuple[str, ...]]] = {
     **{d.name: (d.unit, d.label, d.inputs) for d in DERIVED}, "time_share_pct": _TIME_SHARE,
-    "matrix_product": _MATRIX_PRODUCT, "library_kernel": _LIBRARY}
+    "matrix_product": _MATRIX_PRODUCT, "library_kernel": _LIBRARY,
+    "tensor_core_saving_pct": _TENSOR_CORE_SAVING}
 
 
 def add_derived(frame: pd.DataFrame) -> pd.DataFrame:

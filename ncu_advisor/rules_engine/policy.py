@@ -16,7 +16,7 @@ from functools import lru_cache
 import pandas as pd
 
 from ..derive.limiter import SHORT_LAUNCH_NS
-from ..derive.origin import OriginTable
+from ..derive.origin import UNKNOWN, OriginTable
 from .findings import Finding, cap_severity
 
 # Categories whose findings stay as they are for library kernels (they are about placement,
@@ -53,6 +53,10 @@ def apply_policy(findings: list[Finding], launches: pd.DataFrame, table: OriginT
         f.origin = row["origin"]
         if bool(row["origin_library"]) and f.category not in _ALWAYS_KEPT:
             _for_library_kernel(f, row, table)
+        elif (row["origin"] == UNKNOWN.id and f.category not in _ALWAYS_KEPT
+              and f.severity in ("high", "medium")):
+            f.severity = cap_severity(f.severity, "low")
+            f.note = _join(f.note, _UNKNOWN_NOTE)
         duration = row["duration_ns"]
         if not pd.isna(duration) and duration < SHORT_LAUNCH_NS and f.severity in ("high",
                                                                                    "medium"):
@@ -90,6 +94,11 @@ def _cap_by_stake(findings: list[Finding], by_launch: dict[int, dict],
             f.severity = cap_severity(f.severity, "low")
             f.note = _join(f.note, f"this launch holds {mine:.3f}% of the run's GPU time: the "
                                    "time at stake is in this kernel's larger launches")
+
+
+_UNKNOWN_NOTE = ("whose code this is is not known (a namespaced kernel of no library in the "
+                 "origins table, no source lines): capped at low. If it is yours, profile a "
+                 "-lineinfo build with source counters; if it is a library's, change the call")
 
 
 @lru_cache(maxsize=1024)
