@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     agree: Counter = Counter()
     total: Counter = Counter()
     same_across_forms = [0, 0]
-    lines = []
+    lines, unit_lines = [], []
     for name, label in labels_of().items():
         if label.split == "sealed" and not args.sealed:
             continue  # the tool's output on a sealed capture is looked at once, when scored
@@ -75,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
             if len(verdicts) == 2:
                 same_across_forms[1] += 1
                 same_across_forms[0] += verdicts["raw"].unit == verdicts["details"].unit
+                if verdicts["raw"].unit != verdicts["details"].unit:
+                    unit_lines.append(f"- {name} #{ids[launch]}: raw {verdicts['raw'].unit}, "
+                                      f"details {verdicts['details'].unit}")
             ncu = theirs.get(int(launch), "none")
             for form, lim in verdicts.items():
                 ours = OURS[lim.kind]
@@ -91,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {form} | {total[form]} | {agree[form]} ({share:.0f}%) |")
     print(f"\nsame limiter unit from the raw and the details page: {same_across_forms[0]} of "
           f"{same_across_forms[1]} launches")
+    print("\n".join(unit_lines))
     print("\ndisagreements (raw page):" if not args.all else "\nevery launch (raw page):")
     print("\n".join(lines))
     return 0

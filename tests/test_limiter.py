@@ -30,6 +30,12 @@ CORPUS = Path(__file__).resolve().parent.parent / "sample_reports" / "corpus"
     ({"duration_ns": 9e5, "dram_pct": 20, "achieved_occupancy_pct": 80,
       "stall_long_scoreboard": 30, "stall_mio_throttle": 2}, "latency",
      "long scoreboard (waiting on L1TEX: global/local memory) stalls"),
+    # a stall under 30% of the cycles between issues is not dominant (ncu's CPIStall threshold)
+    ({"duration_ns": 9e5, "dram_pct": 20, "achieved_occupancy_pct": 80, "cycles_per_issue": 33,
+      "stall_long_scoreboard": 9.4, "stall_mio_throttle": 1.4}, "latency",
+     "latency (no dominant stall)"),
+    ({"duration_ns": 9e5, "dram_pct": 20, "achieved_occupancy_pct": 80, "cycles_per_issue": 33},
+     "latency", "latency (no dominant stall)"),
     ({}, "unknown", "not measured"),
 ])
 def test_the_order_of_the_diagnosis(quantities, kind, unit):
@@ -59,7 +65,8 @@ def test_limiters_of_real_launches(capture, launch, kind, unit):
 
 
 @pytest.mark.parametrize("name", ["cuda_compute_patterns", "cuda_memory_access",
-                                  "triton_user_kernels"])
+                                  "triton_user_kernels", "torch_kv_decode",
+                                  "torch_decoder_train", "torch_library_ops"])
 def test_the_same_limiter_from_the_raw_and_the_details_page(name):
     """The same kind from both; the same unit, unless the details page lacks that unit's
     metric (no per-pipe utilization): then it names the speed-of-light total instead."""

@@ -60,11 +60,16 @@ STALLS: tuple[tuple[str, str, str], ...] = (
     ("stall_math_pipe", "pipe throttle", "math pipe throttle (one pipe oversubscribed)"),
     ("stall_branch_resolving", "branches", "branch resolving"),
 )
+# A stall reason dominates when it takes this share of the cycles between two issues: Nsight
+# Compute's CPIStall threshold, so the raw page names the stall exactly where the details
+# page's rule message does.
+DOMINANT_STALL_SHARE = 0.3
 # What the limiter reads, for the metrics a lean read keeps and for the evidence it shows.
 INPUTS = tuple(dict.fromkeys(
     [q for q, _, _ in UNITS if q != "issue_pct"] + [q for q, _, _ in SOL_UNITS]
     + [q for q, _, _ in STALLS] + ["issue_active", "duration_ns", "grid_size", "sm_count",
-                                   "waves_per_sm", "achieved_occupancy_pct"]))
+                                   "waves_per_sm", "achieved_occupancy_pct",
+                                   "cycles_per_issue"]))
 
 
 @dataclass(frozen=True)
@@ -144,10 +149,16 @@ def limiter_of(q: Mapping[str, float]) -> Limiter:
         evidence["achieved_occupancy_pct"] = occupancy
         return Limiter("latency", "too few warps", top[0], 100.0 - top[0], evidence)
     stalls = [(value[qn], qn, label) for qn, _, label in STALLS if qn in value]
-    if stalls:
-        cycles, name, label = max(stalls)
+    per_issue = value.get("cycles_per_issue")
+    dominant = [s for s in stalls
+                if per_issue is None or s[0] >= DOMINANT_STALL_SHARE * per_issue]
+    if dominant:
+        cycles, name, label = max(dominant)
         evidence[name] = cycles
         return Limiter("latency", f"{label} stalls", top[0], 100.0 - top[0], evidence)
+    if stalls or per_issue is not None:  # the warp states were measured: no reason dominates
+        return Limiter("latency", "latency (no dominant stall)", top[0], 100.0 - top[0],
+                       evidence)
     return Limiter("latency", "latency (no stall breakdown in this export)", top[0],
                    100.0 - top[0], evidence)
 

@@ -118,19 +118,35 @@ def ncu_rule_quantities(ncu_rules: pd.DataFrame, index: pd.Index,
     return out
 
 
-# The SM's active cycles and the kernel's elapsed cycles, as the SOL section prints them.
-_ACTIVE, _ELAPSED = "sm__cycles_active.avg", "gpc__cycles_elapsed.max"
+# The SM's share of active cycles: its active over its elapsed cycles, the denominator of
+# ncu's `pct_of_peak_sustained_elapsed`. The details page has the elapsed cycles summed over
+# the SMs (the workload-distribution section) or the IPC per elapsed and per active cycle
+# (compute workload, rounded to 0.01); its SOL section's elapsed cycles are the GPC's, which
+# count the launch's ramp too (a share up to 30% lower on short kernels): the last resort.
+_ACTIVE = "sm__cycles_active.avg"
+_CYCLE_METRICS = (_ACTIVE, "sm__cycles_elapsed.avg", "sm__cycles_elapsed.sum", "launch__sm_count",
+                  "sm__inst_executed.avg.per_cycle_elapsed",
+                  "sm__inst_executed.avg.per_cycle_active", "gpc__cycles_elapsed.max")
 
 
 def _active_share(metrics: pd.DataFrame | None, index: pd.Index) -> dict[int, float]:
-    """Each launch's SM active cycles over its elapsed cycles (where both were collected)."""
+    """Each launch's SM active cycles over its elapsed cycles (where the export has them)."""
     if metrics is None or metrics.empty:
         return {}
-    rows = metrics[metrics["metric"].isin([_ACTIVE, _ELAPSED])]
-    cycles = rows.pivot_table(index="launch", columns="metric", values="value", aggfunc="first")
-    if _ACTIVE not in cycles or _ELAPSED not in cycles:
+    rows = metrics[metrics["metric"].isin(_CYCLE_METRICS)]
+    if rows.empty:
         return {}
-    share = (cycles[_ACTIVE] / cycles[_ELAPSED]).clip(upper=1.0)
+    c = rows.pivot_table(index="launch", columns="metric", values="value", aggfunc="first")
+    c = c.reindex(columns=list(_CYCLE_METRICS))
+
+    def ratio(top: pd.Series, bottom: pd.Series) -> pd.Series:
+        return top / bottom.where(bottom > 0)
+    share = ratio(c[_ACTIVE], c["sm__cycles_elapsed.avg"])
+    share = share.fillna(ratio(c[_ACTIVE], ratio(c["sm__cycles_elapsed.sum"],
+                                                 c["launch__sm_count"])))
+    share = share.fillna(ratio(c["sm__inst_executed.avg.per_cycle_elapsed"],
+                               c["sm__inst_executed.avg.per_cycle_active"]))
+    share = share.fillna(ratio(c[_ACTIVE], c["gpc__cycles_elapsed.max"])).clip(upper=1.0)
     share = share[(share > 0) & share.index.isin(index)]
     return {int(k): float(v) for k, v in share.dropna().items()}
 
