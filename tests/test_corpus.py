@@ -30,6 +30,7 @@ FROZEN_SHA256 = {  # each file's hash, as its commit message recorded it
     "corpus6_labels.toml": "a92cc4cb0fd7c84f093bf50276af0685f25ddfb2bf7632b715856fa84fcd9eda",
     "corpus7_labels.toml": "42953fc83bd401f4592d7dc320aef5145b96ca0bb1ba9cddce2452b7225f4bca",
     "corpus8_labels.toml": "5538b6e23dc63bb29c695d39409aef16bb1d48065449b0b1f065abe83b3faa81",
+    "corpus9_labels.toml": "c896c1ee71c507600a81bc0fe09edc4fbb2453d5735fc43dbc9c9ecae2305ddf",
 }
 LABELS = load_corpus_labels()
 DEV = sorted(name for name, label in LABELS.items() if label.split == "dev")
