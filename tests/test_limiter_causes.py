@@ -167,6 +167,18 @@ def test_a_dot_product_ends_its_chain_in_the_library_reduction():
                    if f.rule == "fusion.eager-chain")
 
 
+def test_a_serial_library_kernel_ends_an_eager_chain_however_idle_it_is():
+    # F.ctc_loss's forward and backward recursions (265 and 287 us at 3% of the SM: an 8-block
+    # grid walking 400 frames) are not scalar ops inside the log_softmax -> loss chain: no
+    # compiler fuses them, so no chain holds them.
+    analysis = analysis_cached(CORPUS / "torch_ctc_asr.raw.csv.gz")
+    ids = analysis.report.launches.set_index("launch")["id"]
+    recursions = {29, 43}
+    for f in analysis.findings:
+        if f.rule == "fusion.eager-chain":
+            assert not recursions & {int(ids[n]) for n in f.launch_ids}, f.launch_ids
+
+
 def test_cupyx_special_functions_are_cupy_ops_of_the_chain():
     # Black-Scholes as 27 CuPy float64 expressions, four of them cupyx.scipy.special.ndtr:
     # one eager run (the program's own ElementwiseKernel is the fused version).

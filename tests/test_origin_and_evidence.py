@@ -179,6 +179,11 @@ def test_kernels_of_unseen_libraries_are_unknown_not_user():
     assert table.classify("void vectorized_gather_kernel<16, long>(char *)").id == "pytorch"
     assert table.classify("abs_kernel_vectorized2_kernel").id == "pytorch"
     assert table.classify("cupyx_scipy_ndimage_correlate_3d_reflect_w1_1_11").id == "cupyx"
+    # cuFFT's Bluestein path (a size with a large prime factor) and its real-to-complex steps.
+    assert table.classify("void regular_bluestein_fft<2187, EPT<9>, 1, 3, 14, 0, 2, 0, unsigned "
+                          "int, float>(kernel_arguments_blu_t<T9>)").id == "cufft"
+    assert table.classify("void postprocess_kernel<float, unsigned int, 2>"
+                          "(real_complex_args_t<T2>)").id == "cufft"
 
 
 def test_an_unknown_kernel_gets_its_findings_at_low_with_the_reason():

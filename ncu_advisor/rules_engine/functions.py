@@ -358,7 +358,11 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
     launch_bound = set(timeline.launch_bound()) if timeline is not None else set()
 
     def tiny(launch: int) -> bool:  # next to no work: a launch more than a pass over data
-        return _eager(rows[launch]) and busy_of.get(launch, 0.0) < _IDLE_PCT
+        # Never a GEMM or a multi-pass algorithm's kernel, however idle: a CTC loss's serial
+        # recursion (265 us at 3% of the SM) ends a run, it is not a scalar op inside it.
+        row = rows[launch]
+        return (_eager(row) and busy_of.get(launch, 0.0) < _IDLE_PCT
+                and getattr(row, "role", None) not in _NOT_FUSED)
 
     def idle(launch: int) -> bool:  # skipped over: it does not end a run
         return tiny(launch) and launch not in launch_bound
