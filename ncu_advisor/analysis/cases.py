@@ -101,6 +101,10 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     "corpus_torch_diffusion_block": ("sample_reports/corpus/torch_diffusion_block.raw.csv.gz",),
     # Mixture-of-experts inference (dev): a softmax router, then top-2 experts per token.
     "corpus_torch_moe_infer": ("sample_reports/corpus/torch_moe_infer.raw.csv.gz",),
+    # Four W8A16 linear layers (dev, batch 8): a user Triton GEMM, cuBLAS, bias add, SiLU.
+    "corpus_triton_int8_matmul": ("sample_reports/corpus/triton_int8_matmul.raw.csv.gz",),
+    # A hand-written LSTM training step (dev): per-step GEMMs and gate math.
+    "corpus_torch_lstm_train": ("sample_reports/corpus/torch_lstm_train.raw.csv.gz",),
     # Detection post-processing (dev, batch 7): sigmoid over every class score, then top-k.
     "corpus_torch_detection_post": ("sample_reports/corpus/torch_detection_post.raw.csv.gz",),
     # CuPy's built-in kernels (foreign set): a sort and an arg-max after plain copies and maps.

@@ -791,52 +791,92 @@ def monotonic_before_selection(rule: Rule, quantities: pd.DataFrame,
         launch_ids=maps)], []
 
 
+# A bias add's L2 traffic over the activation's after it, at most (measured 1.14-1.15 on the
+# corpus' Linear + bias + SiLU; 4.7-5.2 for an LSTM's gate add before a chunk's sigmoid).
+_BIAS_TRAFFIC = 1.5
 # Activations a GEMM's epilogue applies (PyTorch's ReLU is clamp_min, inductor names the op).
 _ACTIVATION = re.compile(r"gelu|relu|silu|swish|clamp|sigmoid|tanh|mish|elu", re.IGNORECASE)
 
 
+def _pointwise_after(row, other) -> bool:
+    """``other`` is an eager (or inductor) pointwise forward op on ``row``'s stream and region."""
+    return ((_eager(other) or getattr(other, "origin", None) == "triton-inductor")
+            and getattr(other, "role", None) == "elementwise"
+            and not _BACKWARD.search(str(other.name))
+            and _same_stream(row, other) and _same_region(row, other) is not False)
+
+
+def _epilogue_ops(gemm, following: list) -> list:
+    """The launches right after a GEMM that its epilogue would apply: an activation, or a bias
+    add and then (optionally) an activation: ``F.silu(x @ w + b)`` written out."""
+    ops = []
+    for row in following[:2]:
+        if not _pointwise_after(gemm, row):
+            break
+        op = str(getattr(row, "op", "") or row.short_name)
+        if _ACTIVATION.search(op):
+            ops.append(row)
+            break
+        if ops or op.lower() != "add":  # only a first, bias add may come before it
+            break
+        ops.append(row)
+    return ops
+
+
 def gemm_epilogue(rule: Rule, quantities: pd.DataFrame,
                   launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
-    """Find a library GEMM whose output the next launch only passes through an activation.
+    """Find a GEMM whose output the next launches only pass through a bias add or activation.
 
     ``F.gelu(linear(x))`` eagerly is two passes: the GEMM writes its output and a pointwise
-    kernel reads it back to write the activation. In the GEMM's epilogue (cuBLASLt's
-    GELU/RELU epilogues, a Triton GEMM template under ``torch.compile(mode="max-autotune")``)
-    the activation costs next to nothing: the saving is the activation's launch. A launch
-    under 5 us is launch overhead, not a pass (the launch-overhead rule's), and a backward
-    kernel is no epilogue.
+    kernel reads it back to write the activation; ``F.silu(x @ w + b)`` is three. In the
+    GEMM's epilogue (cuBLASLt's BIAS/GELU/RELU epilogues, a Triton GEMM template under
+    ``torch.compile(mode="max-autotune")``, the user's own GEMM kernel) they cost next to
+    nothing: the saving is their launches. Passes under 5 us together are launch overhead, not
+    passes (the launch-overhead rule's), and backward kernels are no epilogue. A bias add alone
+    is left to the eager-chain rule (it may be a residual add, which inductor fuses too).
     """
     if _summary_only(launches):
         return [], []
     rows = list(launches.sort_values(["source", "launch"]).itertuples(index=False))
     times = launch_times(launches)
     share_of = quantities["time_share_pct"].to_dict()
-    pairs = []
-    for gemm, act in zip(rows, rows[1:], strict=False):
-        if (getattr(gemm, "role", None) == "matmul" and bool(getattr(gemm, "origin_library", False))
-                and (_eager(act) or getattr(act, "origin", None) == "triton-inductor")
-                and _ACTIVATION.search(str(getattr(act, "op", "") or act.short_name))
-                and not _BACKWARD.search(str(act.name))
-                and (times.get(int(act.launch)) or 0.0) >= SHORT_LAUNCH_NS
-                and _same_stream(gemm, act) and _same_region(gemm, act) is not False):
-            pairs.append((int(gemm.launch), int(act.launch)))
-    if not pairs:
+    traffic = _traffic_bytes(quantities)
+    groups = []
+    for at, gemm in enumerate(rows):
+        if getattr(gemm, "role", None) != "matmul":
+            continue
+        ops = [int(r.launch) for r in _epilogue_ops(gemm, rows[at + 1:at + 3])]
+        if not ops or not _ACTIVATION.search(str(getattr(rows[at + len(ops)], "op", "")
+                                                 or rows[at + len(ops)].short_name)):
+            continue
+        # A bias add moves what the activation after it moves (reads and writes one tensor);
+        # an add of two full tensors (an LSTM's input and recurrent projections, then a
+        # sigmoid of one gate's chunk) moves several times more: not a bias.
+        if len(ops) == 2 and not (traffic.get(ops[0], np.nan)
+                                  <= _BIAS_TRAFFIC * traffic.get(ops[1], np.nan)):
+            continue
+        if float(np.nansum([times.get(o, np.nan) for o in ops])) >= SHORT_LAUNCH_NS:
+            groups.append((int(gemm.launch), ops))
+    if not groups:
         return [], []
-    # One change (an epilogue) for every such pair: their activations' time is at stake together.
-    at_stake = float(np.nansum([share_of.get(a, np.nan) for _, a in pairs]))
+    # One change (an epilogue) for every such GEMM: their passes' time is at stake together.
+    at_stake = float(np.nansum([share_of.get(o, np.nan) for _, ops in groups for o in ops]))
     ids_of = dict(zip(launches["launch"].astype(int), launches["id"], strict=True))
     findings = []
-    for g, a in pairs:
-        total = float(np.nansum([times.get(g, np.nan), times.get(a, np.nan)]))
-        values = {"activation_time_share_pct": float(share_of.get(a, np.nan)),
+    for g, ops in groups:
+        passes = float(np.nansum([times.get(o, np.nan) for o in ops]))
+        total = passes + float(times.get(g, 0.0) or 0.0)
+        values = {"activation_time_share_pct": float(np.nansum([share_of.get(o, np.nan)
+                                                                for o in ops])),
                   "epilogue_time_share_pct": at_stake}
         findings.append(make_finding(
             rule, values, duration_ns=total,
-            speedup_pct=100.0 * times[a] / total if total > 0 else None,
-            evidence={"activation_ns": {"value": times[a], "unit": "ns",
-                                        "label": "GPU time of the separate activation pass"}},
-            kernel_ids=[int(ids_of[c]) for c in (g, a) if not pd.isna(ids_of[c])],
-            launch_ids=[g, a]))
+            speedup_pct=100.0 * passes / total if total > 0 else None,
+            evidence={"activation_ns": {"value": passes, "unit": "ns",
+                                        "label": "GPU time of the separate bias/activation "
+                                                 "passes"}},
+            kernel_ids=[int(ids_of[c]) for c in (g, *ops) if not pd.isna(ids_of[c])],
+            launch_ids=[g, *ops]))
     return findings, []
 
 
