@@ -807,8 +807,11 @@ def _pointwise_after(row, other) -> bool:
 
 
 def _epilogue_ops(gemm, following: list) -> list:
-    """The launches right after a GEMM that its epilogue would apply: an activation, or a bias
-    add and then (optionally) an activation: ``F.silu(x @ w + b)`` written out."""
+    """The launches right after a GEMM that its epilogue would apply.
+
+    An activation, or a bias add and then (optionally) an activation: ``F.silu(x @ w + b)``
+    written out.
+    """
     ops = []
     for row in following[:2]:
         if not _pointwise_after(gemm, row):
