@@ -682,24 +682,34 @@ def growing_concats(quantities: pd.DataFrame, launches: pd.DataFrame) -> list[li
 def growing_concat(rule: Rule, quantities: pd.DataFrame,
                    launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
     """One finding for the concatenations that copy a growing tensor (see growing_concats)."""
-    runs = growing_concats(quantities, launches)
-    if not runs:
-        return [], []
-    members = [c for run in runs for c in run]
+    members = [c for run in growing_concats(quantities, launches) for c in run]
+    # Written in place, each update moves only its new part: nearly all of the time goes.
+    return _one_finding_over(rule, quantities, launches, members, ("concatenations",
+                             "concat_time_share_pct"), 90.0,
+                             ("concat_ns", "GPU time of the growing concatenations")), []
+
+
+def _one_finding_over(rule: Rule, quantities: pd.DataFrame, launches: pd.DataFrame,
+                      members: list[int], names: tuple[str, str], speedup_pct: float,
+                      evidence: tuple[str, str]) -> list[Finding]:
+    """One finding for a set of launches one change removes (none for an empty set).
+
+    ``names``: the values for the member count and their share of the GPU time; ``evidence``:
+    the name and label of their summed time.
+    """
+    if not members:
+        return []
     times = launch_times(launches)
     share_of = quantities["time_share_pct"].to_dict()
     ids_of = dict(zip(launches["launch"].astype(int), launches["id"], strict=True))
-    total = float(np.nansum([times[c] for c in members]))
-    values = {"concatenations": float(len(members)),
-              "concat_time_share_pct": float(np.nansum([share_of.get(c, np.nan)
-                                                        for c in members]))}
-    # Written in place, each update moves only its new part: nearly all of the time goes.
+    total = float(np.nansum([times.get(c, np.nan) for c in members]))
+    values = {names[0]: float(len(members)),
+              names[1]: float(np.nansum([share_of.get(c, np.nan) for c in members]))}
     return [make_finding(
-        rule, values, duration_ns=total, speedup_pct=90.0,
-        evidence={"concat_ns": {"value": total, "unit": "ns",
-                                "label": "GPU time of the growing concatenations"}},
+        rule, values, duration_ns=total, speedup_pct=speedup_pct,
+        evidence={evidence[0]: {"value": total, "unit": "ns", "label": evidence[1]}},
         kernel_ids=[int(ids_of[c]) for c in members if not pd.isna(ids_of[c])],
-        launch_ids=members)], []
+        launch_ids=members)]
 
 
 # Pointwise maps that keep the order of their inputs (strictly increasing): a selection of
@@ -772,23 +782,10 @@ def monotonic_selections(quantities: pd.DataFrame,
 def monotonic_before_selection(rule: Rule, quantities: pd.DataFrame,
                                launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
     """One finding for the order-keeping maps computed only to select (see monotonic_selections)."""
-    pairs = monotonic_selections(quantities, launches)
-    if not pairs:
-        return [], []
-    maps = [m for m, _ in pairs]
-    times = launch_times(launches)
-    share_of = quantities["time_share_pct"].to_dict()
-    ids_of = dict(zip(launches["launch"].astype(int), launches["id"], strict=True))
-    total = float(np.nansum([times.get(m, np.nan) for m in maps]))
-    values = {"maps": float(len(maps)),
-              "map_time_share_pct": float(np.nansum([share_of.get(m, np.nan) for m in maps]))}
+    maps = [m for m, _ in monotonic_selections(quantities, launches)]
     # Selecting on the input removes the whole pass; the k picks' map is negligible.
-    return [make_finding(
-        rule, values, duration_ns=total, speedup_pct=100.0,
-        evidence={"map_ns": {"value": total, "unit": "ns",
-                             "label": "GPU time of the maps before a selection"}},
-        kernel_ids=[int(ids_of[m]) for m in maps if not pd.isna(ids_of[m])],
-        launch_ids=maps)], []
+    return _one_finding_over(rule, quantities, launches, maps, ("maps", "map_time_share_pct"),
+                             100.0, ("map_ns", "GPU time of the maps before a selection")), []
 
 
 # A bias add's L2 traffic over the activation's after it, at most (measured 1.14-1.15 on the
