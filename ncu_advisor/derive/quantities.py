@@ -284,11 +284,10 @@ QUANTITIES: tuple[Quantity, ...] = (
              (m("sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active"),)),
     Quantity("fp64_pipe_pct", "%", "FP64 pipe utilization",
              (m("sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active"),)),
-    # Of the SM's active cycles, as the other pipes (and ncu's HighPipeUtilization message,
-    # rescaled from elapsed cycles): the elapsed share was 10-20% lower on the same launch.
+    # Of the elapsed cycles (unlike the other pipes), as ncu's HighPipeUtilization message
+    # states it: a details page gives the same value (data/ncu_rule_evidence.toml).
     Quantity("tensor_pipe_pct", "%", "tensor pipe utilization",
-             (m("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"),
-              m("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"),
+             (m("sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"),
               m("sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active"))),
     Quantity("fp32_peak_pct", "%", "FP32 throughput, % of the FMA peak",
              (f((*_FP32, "sm__sass_thread_inst_executed_op_ffma_pred_on.sum.peak_sustained"),

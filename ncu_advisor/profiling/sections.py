@@ -84,7 +84,10 @@ LEFT_OUT_FOR_PASSES: dict[str, str] = {
 NOT_COLLECTED: dict[str, str] = {
     "derived__local_spilling_requests":
         "ncu defines it as sass__inst_executed_register_spilling, the quantity's first source",
-    **dict.fromkeys(("sm__cycles_active.avg", "gpc__cycles_elapsed.max"),
+    **dict.fromkeys(("sm__cycles_active.avg", "gpc__cycles_elapsed.max",
+                     "sm__cycles_elapsed.avg", "sm__cycles_elapsed.sum",
+                     "sm__inst_executed.avg.per_cycle_elapsed",
+                     "sm__inst_executed.avg.per_cycle_active"),
                     "rescale the pipe shares ncu's rule messages state (of elapsed cycles) in "
                     "an imported details page; a profiled report measures the pipes directly"),
     "smsp__pcsamp_sample_count":
