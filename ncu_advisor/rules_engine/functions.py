@@ -803,6 +803,12 @@ def _pointwise_after(row, other) -> bool:
             and _same_stream(row, other) and _same_region(row, other) is not False)
 
 
+def _calls(row) -> float:
+    """How many launches a launch row stands for (1 unless a census weighed it)."""
+    calls = getattr(row, "invocations", 1)
+    return 1.0 if calls is None or pd.isna(calls) else float(calls)
+
+
 def _epilogue_ops(gemm, following: list) -> list:
     """The launches right after a GEMM that its epilogue would apply.
 
@@ -811,7 +817,10 @@ def _epilogue_ops(gemm, following: list) -> list:
     """
     ops = []
     for row in following[:2]:
-        if not _pointwise_after(gemm, row):
+        # Rows that stand for several launches (a census-weighted profile) follow each other
+        # in shape order, not launch order: only one standing for as many launches as the
+        # GEMM's can be its epilogue.
+        if not _pointwise_after(gemm, row) or _calls(row) != _calls(gemm):
             break
         op = str(getattr(row, "op", "") or row.short_name)
         if _ACTIVATION.search(op):
