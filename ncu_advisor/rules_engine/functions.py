@@ -98,6 +98,16 @@ def _tensor_product(row) -> bool:
             and bool(_TENSOR_PRODUCT.search(str(row.name))))
 
 
+def _reads_about(traffic: dict[int, float], producer: int, consumer: int, most: float) -> bool:
+    """Whether ``consumer`` moves a fifth to ``most`` times the L2 traffic ``producer`` did.
+
+    A consumer of a producer's output reads about what it wrote; the producer also read its
+    inputs, so a fifth is the least such a read can be (both known and positive).
+    """
+    made, read = traffic.get(producer, np.nan), traffic.get(consumer, np.nan)
+    return bool(made > 0 and read > 0 and 0.2 <= read / made <= most)
+
+
 def _user_range(nvtx: str) -> str:
     """An NVTX path without the ranges a library pushes inside the user's.
 
@@ -395,11 +405,9 @@ def eager_chain(rule: Rule, quantities: pd.DataFrame,
         # s = a.sum()`); the product of two tensors right before a full reduction is the
         # dot-product idiom, so only it continues into one.
         row, last = rows[launch], run[-1]
-        if not (eager_program and getattr(row, "role", None) == "reduction"
-                and not _eager(row) and _tensor_product(rows[last])):
-            return False
-        moved, read = traffic.get(last, np.nan), traffic.get(launch, np.nan)
-        return bool(moved > 0 and read > 0 and 0.2 <= read / moved <= 1.1)
+        return (eager_program and getattr(row, "role", None) == "reduction"
+                and not _eager(row) and _tensor_product(rows[last])
+                and _reads_about(traffic, last, launch, 1.1))
 
     def comparable(a: int, b: int) -> bool:
         # Ops of one computation move tensors of one size class through L2; two unrelated
@@ -729,7 +737,7 @@ _ARG_MAX = re.compile(r"ArgMaxOps|ArgMinOps|MaxOps|MinOps|cupy_(cub_)?arg(max|mi
 _SET_UP = re.compile(r"^fill|Fill|InitKernel")
 
 
-def _selection_after(rows: list, at: int) -> int | None:
+def _selection_after(rows: list, at: int) -> tuple | None:
     """The selection that reads launch ``at``'s output, if the next real launch is one.
 
     Top-k's counter fills and CUB's scan set-up kernels (a few microseconds, no pass over the
@@ -739,7 +747,7 @@ def _selection_after(rows: list, at: int) -> int | None:
         if _SET_UP.search(str(row.short_name)):
             continue
         name = str(row.name)
-        return int(row.launch) if _SELECTION.search(name) or _ARG_MAX.search(name) else None
+        return row if _SELECTION.search(name) or _ARG_MAX.search(name) else None
     return None
 
 
@@ -765,17 +773,12 @@ def monotonic_selections(quantities: pd.DataFrame,
             str(row.short_name)) and not _BACKWARD.search(str(row.name))
         if not (_eager(row) and (elementwise or row_wise)):
             continue
-        selection = _selection_after(rows, at)
-        if selection is None:
-            continue
-        chosen = rows[[int(r.launch) for r in rows].index(selection)]
-        if row_wise and not _ARG_MAX.search(str(chosen.name)):
-            continue  # top-k of a softmax still needs each row's normalizer
-        if not _same_stream(row, chosen) or _same_region(row, chosen) is False:
-            continue
-        made, read = traffic.get(int(row.launch), np.nan), traffic.get(selection, np.nan)
-        if made > 0 and read > 0 and 0.2 <= read / made <= 1.5:
-            pairs.append((int(row.launch), selection))
+        chosen = _selection_after(rows, at)
+        if chosen is None or (row_wise and not _ARG_MAX.search(str(chosen.name))):
+            continue  # (top-k of a softmax still needs each row's normalizer)
+        if (_same_stream(row, chosen) and _same_region(row, chosen) is not False
+                and _reads_about(traffic, int(row.launch), int(chosen.launch), 1.5)):
+            pairs.append((int(row.launch), int(chosen.launch)))
     return pairs
 
 
@@ -810,10 +813,9 @@ def _calls(row) -> float:
 
 
 def _epilogue_ops(gemm, following: list) -> list:
-    """The launches right after a GEMM that its epilogue would apply.
+    """The launches right after a GEMM that its epilogue would apply (none if not so).
 
-    An activation, or a bias add and then (optionally) an activation: ``F.silu(x @ w + b)``
-    written out.
+    An activation, or a bias add and then an activation: ``F.silu(x @ w + b)`` written out.
     """
     ops = []
     for row in following[:2]:
@@ -824,12 +826,11 @@ def _epilogue_ops(gemm, following: list) -> list:
             break
         op = str(getattr(row, "op", "") or row.short_name)
         if _ACTIVATION.search(op):
-            ops.append(row)
-            break
+            return [*ops, row]
         if ops or op.lower() != "add":  # only a first, bias add may come before it
             break
         ops.append(row)
-    return ops
+    return []
 
 
 def gemm_epilogue(rule: Rule, quantities: pd.DataFrame,
@@ -855,8 +856,7 @@ def gemm_epilogue(rule: Rule, quantities: pd.DataFrame,
         if getattr(gemm, "role", None) != "matmul":
             continue
         ops = [int(r.launch) for r in _epilogue_ops(gemm, rows[at + 1:at + 3])]
-        if not ops or not _ACTIVATION.search(str(getattr(rows[at + len(ops)], "op", "")
-                                                 or rows[at + len(ops)].short_name)):
+        if not ops:
             continue
         # A bias add moves what the activation after it moves (reads and writes one tensor);
         # an add of two full tensors (an LSTM's input and recurrent projections, then a
