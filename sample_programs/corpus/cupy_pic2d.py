@@ -55,7 +55,7 @@ def main():
     beam = cp.where(cp.arange(N_PART) % 2 == 0, np.float32(V0), np.float32(-V0))
     vx = (beam + 0.1 * rng.standard_normal(N_PART, dtype=cp.float32)).astype(cp.float32)
     vy = (0.1 * rng.standard_normal(N_PART, dtype=cp.float32)).astype(cp.float32)
-    perm = rng.permutation(N_PART)
+    perm = cp.argsort(rng.random(N_PART, dtype=cp.float32))
     px, py, vx, vy = px[perm], py[perm], vx[perm], vy[perm]
 
     k = 2 * np.pi * np.fft.fftfreq(NG, d=DX)
@@ -81,31 +81,31 @@ def main():
         return x, y, vx, vy
 
     deposit_kernel = cp.ElementwiseKernel(
-        "float32 x, float32 y, float32 inv_dx, int32 ng, float32 q, raw float32 rho", "",
+        "float32 x, float32 y, float32 inv_dx, int32 ng, float32 q", "raw float32 rho",
         """
         float gx = x * inv_dx, gy = y * inv_dx;
-        int i = (int)floorf(gx), j = (int)floorf(gy);
-        float fx = gx - i, fy = gy - j;
-        i = i % ng; j = j % ng;
-        int i1 = (i + 1) % ng, j1 = (j + 1) % ng;
-        atomicAdd(&rho[j * ng + i], q * (1.f - fx) * (1.f - fy));
-        atomicAdd(&rho[j * ng + i1], q * fx * (1.f - fy));
-        atomicAdd(&rho[j1 * ng + i], q * (1.f - fx) * fy);
-        atomicAdd(&rho[j1 * ng + i1], q * fx * fy);
+        int ix = (int)floorf(gx), iy = (int)floorf(gy);
+        float fx = gx - ix, fy = gy - iy;
+        ix = ix % ng; iy = iy % ng;
+        int ix1 = (ix + 1) % ng, iy1 = (iy + 1) % ng;
+        atomicAdd(&rho[iy * ng + ix], q * (1.f - fx) * (1.f - fy));
+        atomicAdd(&rho[iy * ng + ix1], q * fx * (1.f - fy));
+        atomicAdd(&rho[iy1 * ng + ix], q * (1.f - fx) * fy);
+        atomicAdd(&rho[iy1 * ng + ix1], q * fx * fy);
         """, "cic_deposit")
     gather_push_kernel = cp.ElementwiseKernel(
         "raw float32 field, float32 inv_dx, int32 ng, float32 qm_dt, float32 dt, float32 box",
         "float32 x, float32 y, float32 vx, float32 vy",
         """
         float gx = x * inv_dx, gy = y * inv_dx;
-        int i = (int)floorf(gx), j = (int)floorf(gy);
-        float fx = gx - i, fy = gy - j;
-        i = i % ng; j = j % ng;
-        int i1 = (i + 1) % ng, j1 = (j + 1) % ng;
+        int ix = (int)floorf(gx), iy = (int)floorf(gy);
+        float fx = gx - ix, fy = gy - iy;
+        ix = ix % ng; iy = iy % ng;
+        int ix1 = (ix + 1) % ng, iy1 = (iy + 1) % ng;
         float w00 = (1.f - fx) * (1.f - fy), w10 = fx * (1.f - fy);
         float w01 = (1.f - fx) * fy, w11 = fx * fy;
-        int c00 = 2 * (j * ng + i), c10 = 2 * (j * ng + i1);
-        int c01 = 2 * (j1 * ng + i), c11 = 2 * (j1 * ng + i1);
+        int c00 = 2 * (iy * ng + ix), c10 = 2 * (iy * ng + ix1);
+        int c01 = 2 * (iy1 * ng + ix), c11 = 2 * (iy1 * ng + ix1);
         float ex = w00 * field[c00] + w10 * field[c10] + w01 * field[c01] + w11 * field[c11];
         float ey = w00 * field[c00 + 1] + w10 * field[c10 + 1] + w01 * field[c01 + 1]
                  + w11 * field[c11 + 1];

@@ -1,11 +1,11 @@
 """One beam-search decoding step of a small fp16 decoder-only LM with a KV cache, in eager
 PyTorch.
 
-A GPT-2-medium-width draft/summarisation model cut to 3 layers (d_model 1024, 16 heads of
+A GPT-2-medium-width draft/summarisation model cut to 2 layers (d_model 1024, 16 heads of
 64, GELU MLP 4096, learned positions up to 2048, vocabulary 50257, tied embeddings),
 decoding 4 prompts with 8 beams each (32 rows) with ``max_length=2048``. The KV cache is
 preallocated for 2048 positions per layer, [32, 16, 2048, 64] for keys and for values
-(128 MB each, 768 MB in all); a step starts at position 384 (the prompt and earlier steps
+(128 MB each, 512 MB in all); a step starts at position 384 (the prompt and earlier steps
 already in the cache, filled at set up) and advances one position per call, wrapping back
 to 384 before the cache is full.
 
@@ -42,7 +42,7 @@ torch.manual_seed(0)
 dev = DEV
 DTYPE = torch.float16 if dev == "cuda" else torch.float32
 PROMPTS, BEAMS, VOCAB = 4, 8, 50257
-D, HEADS, HD, FF, LAYERS = 1024, 16, 64, 4096, 3
+D, HEADS, HD, FF, LAYERS = 1024, 16, 64, 4096, 2
 MAX_LEN, START = 2048, 384
 ROWS = PROMPTS * BEAMS
 

@@ -1,13 +1,14 @@
 """Eager bf16 inference of a T5-style encoder stage with relative position bias.
 
 A T5-base-sized encoder (d_model 768, 12 heads of 64, d_ff 3072, ReLU feed-forward, no
-biases, pre-norm RMS "T5LayerNorm" without mean subtraction), two layers of it plus the
-final norm, written the way the Hugging Face T5 code is: the first layer computes the
-bucketed relative position bias (32 buckets, max distance 128, bidirectional) from an
-``nn.Embedding`` of [buckets, heads], adds the padding mask to it once ([batch, heads,
-L, L]) and every layer reuses it; scores are ``q @ k^T`` without 1/sqrt(d) scaling, plus
-the bias, a softmax in float32 cast back to bf16, and ``@ v``. The layer norm upcasts to
-float32, takes the mean of squares, ``rsqrt`` and casts back before the weight.
+biases, pre-norm RMS "T5LayerNorm" without mean subtraction), its first layer plus the
+final norm (a one-layer stage, to stay within the launch budget), written the way the
+Hugging Face T5 code is: the first layer computes the bucketed relative position bias (32
+buckets, max distance 128, bidirectional) from an ``nn.Embedding`` of [buckets, heads],
+adds the padding mask to it once ([batch, heads, L, L]) for every layer to reuse; scores
+are ``q @ k^T`` without 1/sqrt(d) scaling, plus the bias, a softmax in float32 cast back to
+bf16, and ``@ v``. The layer norm upcasts to float32, takes the mean of squares, ``rsqrt``
+and casts back before the weight.
 
 The batch is 32 passages of up to 512 tokens (lengths 160-512, right padded), as in a
 retrieval encoder that embeds a document collection; the output is the mean-pooled
@@ -35,7 +36,7 @@ torch.manual_seed(0)
 dev = DEV
 DTYPE = torch.bfloat16
 BATCH, SEQ, VOCAB = 32, 512, 32128
-D_MODEL, HEADS, D_KV, D_FF, LAYERS = 768, 12, 64, 3072, 2
+D_MODEL, HEADS, D_KV, D_FF, LAYERS = 768, 12, 64, 3072, 1
 BUCKETS, MAX_DIST = 32, 128
 
 
