@@ -107,6 +107,9 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     "corpus_torch_lstm_train": ("sample_reports/corpus/torch_lstm_train.raw.csv.gz",),
     # Detection post-processing (dev, batch 7): sigmoid over every class score, then top-k.
     "corpus_torch_detection_post": ("sample_reports/corpus/torch_detection_post.raw.csv.gz",),
+    # Batched Thomas solves of 3-D ADI heat diffusion (dev, batch 9): one thread per line,
+    # 65536 lines, a quarter of one wave; the y and z sweeps coalesced, the x sweep strided.
+    "corpus_cuda_adi_heat3d": ("sample_reports/corpus/cuda_adi_heat3d.raw.csv.gz",),
     # CuPy's built-in kernels (foreign set): a sort and an arg-max after plain copies and maps.
     "foreign_cupy_builtins": ("sample_reports/foreign/cupy_builtins.raw.csv.gz",),
 }
