@@ -46,8 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", default="corpus", choices=list(SETS))
     p.add_argument("--all", action="store_true", help="list every launch, not only the "
                    "disagreements")
-    p.add_argument("--sealed", action="store_true", help="include the sealed programs "
-                   "(only when the sealed split is scored)")
+    p.add_argument("--sealed", action="store_true", help="the sealed programs alone "
+                   "(only when the sealed split is scored); without it, the dev programs")
     args = p.parse_args(argv)
     folder, labels_of = SETS[args.set]
     agree: Counter = Counter()
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     same_across_forms = [0, 0]
     lines, unit_lines = [], []
     for name, label in labels_of().items():
-        if label.split == "sealed" and not args.sealed:
+        if (label.split == "sealed") != args.sealed:
             continue  # the tool's output on a sealed capture is looked at once, when scored
         details = files_for(folder, name, "details")
         raw = files_for(folder, name, "raw")

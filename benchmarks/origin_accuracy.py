@@ -42,15 +42,15 @@ def tool_class(origin: str, library: bool, eager: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--set", default="corpus", choices=list(SETS))
-    p.add_argument("--sealed", action="store_true", help="include the sealed programs "
-                   "(only when the sealed split is scored)")
+    p.add_argument("--sealed", action="store_true", help="the sealed programs alone "
+                   "(only when the sealed split is scored); without it, the dev programs")
     args = p.parse_args(argv)
     folder, labels_of = SETS[args.set]
     confusion: Counter = Counter()
     wrong: dict[tuple[str, str, str], list[str]] = defaultdict(list)
     captures = 0
     for name, label in sorted(labels_of().items()):
-        if label.split == "sealed" and not args.sealed:
+        if (label.split == "sealed") != args.sealed:
             continue
         paths = files_for(folder, name, "raw") or files_for(folder, name, "details")
         if not paths:
