@@ -110,6 +110,8 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     # Batched Thomas solves of 3-D ADI heat diffusion (dev, batch 9): one thread per line,
     # 65536 lines, a quarter of one wave; the y and z sweeps coalesced, the x sweep strided.
     "corpus_cuda_adi_heat3d": ("sample_reports/corpus/cuda_adi_heat3d.raw.csv.gz",),
+    # A Smith-Waterman wavefront (dev, batch 10): one launch per tile anti-diagonal.
+    "corpus_cuda_smith_waterman": ("sample_reports/corpus/cuda_smith_waterman.raw.csv.gz",),
     # CuPy's built-in kernels (foreign set): a sort and an arg-max after plain copies and maps.
     "foreign_cupy_builtins": ("sample_reports/foreign/cupy_builtins.raw.csv.gz",),
 }

@@ -278,6 +278,19 @@ QUANTITIES: tuple[Quantity, ...] = (
     # --- instruction mix, pipes, precision ---
     Quantity("xu_pipe_pct", "%", "XU (transcendental) pipe utilization",
              (m("sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active"),)),
+    # ADU: branches, barriers and constant-bank loads whose address differs across a warp
+    # (each distinct address is one more pass); busy beside idle math pipes it is the limiter.
+    Quantity("adu_pipe_pct", "%", "ADU pipe utilization (branches, barriers, indexed constants)",
+             (m("sm__inst_executed_pipe_adu.avg.pct_of_peak_sustained_active"),)),
+    Quantity("adu_over_other_pipes", "", "ADU pipe over the busiest ALU/FMA/LSU/XU pipe",
+             (f(("sm__inst_executed_pipe_adu.avg.pct_of_peak_sustained_active",
+                 "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active",
+                 "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
+                 "sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active",
+                 "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active"),
+                lambda adu, alu, fma, lsu, xu: adu / pd.concat([alu, fma, lsu, xu], axis=1)
+                .max(axis=1).clip(lower=1.0),
+                "adu / max(alu, fma, lsu, xu), the denominator at least 1%"),)),
     Quantity("fma_pipe_pct", "%", "FMA pipe utilization",
              (m("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"),)),
     Quantity("alu_pipe_pct", "%", "ALU pipe utilization",
