@@ -130,8 +130,10 @@ def _kernel_findings(result) -> set[tuple]:
 
 
 # Metrics the section file gained after these captures were made (2026-12-01): the advise
-# runs lack them until scripts/gpu_profile_bench.sh captures the pairs again. Each one named
-# here is a debt, not a pass: the ADU pipe (tiling.divergent-constant-reads, 2026-12-04).
+# runs lack them until the pairs are captured again. Each one named here is a debt, not a
+# pass: the ADU pipe (tiling.divergent-constant-reads, 2026-12-04; a recapture that day kept
+# 20 passes, profile_bench.2026-12-04.json, but its torch_ops pair split one finding on
+# threshold noise, l1_to_dram_ratio 8.00 against 7.99, so its exports were not committed).
 ADDED_SINCE_CAPTURE = {"sm__inst_executed_pipe_adu.avg.pct_of_peak_sustained_active"}
 CAPTURED = _captured_pairs()
 
