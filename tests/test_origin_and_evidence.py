@@ -178,6 +178,24 @@ def test_a_column_major_spmm_operand_gets_the_call_site_layout_advice():
     assert inside and all(f.severity == "info" for f in inside)
 
 
+def test_a_contended_framework_scatter_add_gets_the_call_site_privatization_advice():
+    from conftest import analysis_cached
+
+    # PIC deposition (dev corpus, batch 10): four cupyx.scatter_add calls into a 4 MB density,
+    # 273 atomic sectors per 1000 instructions, the busiest L2 atomic unit at 60%.
+    a = analysis_cached(ROOT / "sample_reports" / "corpus" / "cupy_pic2d.raw.csv.gz")
+    ids = a.report.launches.set_index("launch")["id"]
+    scatter = [f for f in a.findings if f.rule == "privatization.global-atomics"
+               and int(ids[f.launch]) in (29, 31, 33, 35)]
+    assert len(scatter) == 4
+    assert all(f.severity == "high" and "Sort the updates" in f.advice for f in scatter)
+    # A library's own atomics (CUB's radix-sort digit counts) stay information only.
+    b = analysis_cached(ROOT / "sample_reports" / "corpus" / "cuda_radix_sort.raw.csv.gz")
+    cub = [f for f in b.findings if f.rule == "privatization.global-atomics"
+           and "RadixSort" in b.report.launches.set_index("launch").loc[f.launch, "name"]]
+    assert cub and all(f.severity == "info" for f in cub)
+
+
 def test_kernels_of_unseen_libraries_are_unknown_not_user():
     # No origin names them, and their names sit in a C++ namespace of their own: more likely a
     # library the table does not know than the user's code. Source lines make them the user's.
