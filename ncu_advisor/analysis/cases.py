@@ -112,6 +112,10 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     "corpus_cuda_adi_heat3d": ("sample_reports/corpus/cuda_adi_heat3d.raw.csv.gz",),
     # A Smith-Waterman wavefront (dev, batch 10): one launch per tile anti-diagonal.
     "corpus_cuda_smith_waterman": ("sample_reports/corpus/cuda_smith_waterman.raw.csv.gz",),
+    # A top-2 MoE layer (dev, batch 10): one user Triton GEMM launch per expert, under a wave.
+    "corpus_triton_moe_grouped": ("sample_reports/corpus/triton_moe_grouped.raw.csv.gz",),
+    # Level-synchronous BFS (dev, batch 6): one launch per level, frontiers of 1 to 10^5.
+    "corpus_cuda_bfs": ("sample_reports/corpus/cuda_bfs.raw.csv.gz",),
     # CuPy's built-in kernels (foreign set): a sort and an arg-max after plain copies and maps.
     "foreign_cupy_builtins": ("sample_reports/foreign/cupy_builtins.raw.csv.gz",),
 }

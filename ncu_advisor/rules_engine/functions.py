@@ -1116,6 +1116,68 @@ def hot_spots(rule: Rule, quantities: pd.DataFrame,
     return findings, []
 
 
+# A user kernel launched at least this many times, each launch on under PIECE_WAVES waves,
+# runs its work piece by piece (one launch per expert, head, chunk or tile row).
+MIN_PIECES = 4
+PIECE_WAVES = 2.0
+# The pieces' time per wave within this factor: the same job cut in pieces, each bound by its
+# waves. Launches whose time does not follow their waves (a BFS level that walks one hub's
+# edges for milliseconds on one block) are limited by something else.
+PIECE_SPREAD = 3.0
+
+
+def piecewise_launches(rule: Rule, quantities: pd.DataFrame,
+                       launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
+    """Name a user kernel that runs its work as many launches of a wave or two each.
+
+    Each launch ends on a partly filled last wave (or never fills one), so the GPU idles for
+    part of every launch; one launch over all the pieces (a grouped GEMM with a device-side
+    tile schedule, a batched grid, a persistent kernel walking a work list) fills the waves
+    of all of them together: its time is about the pieces' summed waves, rounded up once, at
+    their time per wave.
+    """
+    if _summary_only(launches) or "waves_per_sm" not in quantities or "short_name" not in launches:
+        return [], []
+    waves_of = quantities["waves_per_sm"].to_dict()
+    share_of = quantities["time_share_pct"].to_dict()
+    total_ns = float(np.nansum(launches["duration_ns"].to_numpy(dtype="float64")))
+    user = launches[launches["origin"].eq("user")] if "origin" in launches else launches.iloc[:0]
+    findings = []
+    for _, rows in user.groupby("short_name", sort=False):
+        members = [int(c) for c in rows["launch"]]
+        waves = np.array([waves_of.get(c, np.nan) for c in members], dtype="float64")
+        ns = rows["duration_ns"].to_numpy(dtype="float64")
+        piece = (waves > 0) & (waves < PIECE_WAVES) & (ns > 0)
+        if piece.sum() < MIN_PIECES:
+            continue
+        members = [c for c, k in zip(members, piece, strict=True) if k]
+        waves, ns = waves[piece], ns[piece]
+        per_wave = ns / np.ceil(waves)
+        if per_wave.max() > PIECE_SPREAD * per_wave.min():
+            continue
+        together = np.ceil(waves.sum()) * float(np.median(per_wave))
+        saving = float(ns.sum()) - together
+        if saving <= 0 or not total_ns:
+            continue
+        values = {"pieces": float(len(members)), "piece_waves_min": float(waves.min()),
+                  "piece_waves_max": float(waves.max()),
+                  "pieces_time_share_pct": float(np.nansum([share_of.get(c, np.nan)
+                                                            for c in members])),
+                  "saving_share_pct": 100.0 * saving / total_ns,
+                  "together_waves": float(np.ceil(waves.sum()))}
+        ids_of = dict(zip(rows["launch"].astype(int), rows["id"], strict=True))
+        findings.append(make_finding(
+            rule, values, duration_ns=float(ns.sum()), speedup_pct=100.0 * saving / ns.sum(),
+            title_prefix=f"{rows['short_name'].iloc[0]}: ",
+            evidence={"pieces_ns": {"value": float(ns.sum()), "unit": "ns",
+                                    "label": "GPU time of the pieces"},
+                      "together_ns": {"value": together, "unit": "ns",
+                                      "label": "one launch over all pieces (model)"}},
+            kernel_ids=[int(ids_of[c]) for c in members if not pd.isna(ids_of[c])],
+            launch_ids=members))
+    return findings, []
+
+
 # The values each function gives a rule's title and texts besides the quantities.
 FUNCTION_VALUES: dict[str, set[str]] = {
     # chain_in_one_range: 1 when every kernel of the chain runs inside one NVTX range.
@@ -1132,6 +1194,8 @@ FUNCTION_VALUES: dict[str, set[str]] = {
     "monotonic_before_selection": {"maps", "map_time_share_pct"},
     "unfused_optimizer": {"update_launches", "saving_pct", "optimizer_time_share_pct",
                           "pattern_time_share_pct"},
+    "piecewise_launches": {"pieces", "piece_waves_min", "piece_waves_max",
+                           "pieces_time_share_pct", "saving_share_pct", "together_waves"},
 }
 FUNCTIONS: dict[str, RuleFunction] = {
     "fusion_chain": fusion_chain,
@@ -1145,4 +1209,5 @@ FUNCTIONS: dict[str, RuleFunction] = {
     "gemm_epilogue": gemm_epilogue,
     "monotonic_before_selection": monotonic_before_selection,
     "unfused_optimizer": unfused_optimizer,
+    "piecewise_launches": piecewise_launches,
 }
