@@ -33,6 +33,7 @@ FROZEN_SHA256 = {  # each file's hash, as its commit message recorded it
     "corpus9_labels.toml": "c896c1ee71c507600a81bc0fe09edc4fbb2453d5735fc43dbc9c9ecae2305ddf",
     "corpus10_labels.toml": "0b60095b673aa6d0f8986693cc2c669e2f9e3d20e814f9fc8d824ab0a6bb7786",
     "corpus11_labels.toml": "1822060645629f17731c104f249510a1f420102b2c87e7980edf0af8b576b3cb",
+    "corpus12_labels.toml": "1732dbf57078d78f958e5db6667b9b908bf0e4a10a717b457c2cc24ef80f2d45",
 }
 LABELS = load_corpus_labels()
 DEV = sorted(name for name, label in LABELS.items() if label.split == "dev")
