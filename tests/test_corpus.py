@@ -69,7 +69,9 @@ def test_split_moves_name_sealed_programs_and_a_sealed_set_remains():
 def test_both_splits_are_there():
     splits = {label.split for label in LABELS.values()}
     assert "dev" in splits and splits <= {"dev", "sealed"}
-    assert all(label.first_action for label in LABELS.values())
+    # A clean control may have no first action: then the labeller says why (batch 12's AdamW).
+    assert all(label.first_action or label.first_action_why for label in LABELS.values())
+    assert sum(not label.first_action for label in LABELS.values()) <= 1
 
 
 @pytest.mark.parametrize("name", sorted(LABELS))
