@@ -196,6 +196,30 @@ def test_a_contended_framework_scatter_add_gets_the_call_site_privatization_advi
     assert cub and all(f.severity == "info" for f in cub)
 
 
+def test_cudnn_format_conversions_get_layout_advice_not_coalescing():
+    from conftest import analysis_cached
+
+    # wav2vec 2.0 features (dev, batch 12): cuDNN converts each conv weight NCHW -> NHWC on
+    # every call; the strided side of the copy is the conversion, which channels_last removes.
+    a = analysis_cached(ROOT / "sample_reports" / "corpus" / "torch_wav2vec_features.raw.csv.gz")
+    names = a.report.launches.set_index("launch")["name"]
+    conversions = [f for f in a.findings if f.launch is not None and f.severity != "info"
+                   and "nchwToNhwc" in names[f.launch] and f.rule.startswith("coalescing")]
+    assert conversions
+    assert all(f.category == "layout" and "channels_last" in f.advice for f in conversions)
+
+
+def test_a_bincount_bound_on_its_atomics_gets_the_privatization_advice():
+    from conftest import analysis_cached
+
+    # A star join (dev, batch 12): cupy.bincount with weights, 12M float64 atomic adds.
+    a = analysis_cached(ROOT / "sample_reports" / "corpus" / "cupy_star_join.raw.csv.gz")
+    names = a.report.launches.set_index("launch")["name"]
+    counts = [f for f in a.findings if f.rule == "privatization.global-atomics"
+              and "bincount" in names[f.launch]]
+    assert counts and any(f.severity in ("medium", "high") for f in counts)
+
+
 def test_kernels_of_unseen_libraries_are_unknown_not_user():
     # No origin names them, and their names sit in a C++ namespace of their own: more likely a
     # library the table does not know than the user's code. Source lines make them the user's.
