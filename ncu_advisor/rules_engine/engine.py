@@ -60,6 +60,8 @@ def estimate_pct(rule: Rule, row: dict[str, float]) -> float | None:
         pct = est.value
     if est.scale:
         pct = pct * row.get(est.scale, np.nan) / 100.0
+    if pct is not None:
+        pct = pct * est.factor
     if pct is None or np.isnan(pct):
         return None
     return float(min(max(pct, 0.0), est.cap))

@@ -226,7 +226,8 @@ class Estimate(_Strict):
       * ``quantity``: the quantity itself is a percentage of time (``q`` / 100);
       * ``fixed``: ``value`` percent.
     The result is multiplied by ``scale / 100`` when ``scale`` names a utilization quantity
-    (the share of time the affected unit is the limiter), and clipped to 0..``cap``.
+    (the share of time the affected unit is the limiter), then by ``factor`` (a calibration
+    measured on before/after pairs, 1 unless the rule says why), and clipped to 0..``cap``.
 
     """
 
@@ -235,6 +236,7 @@ class Estimate(_Strict):
     target: float | str | None = None
     value: float | None = None
     scale: str | None = None
+    factor: float = 1.0
     cap: float = 90.0
 
     @model_validator(mode="after")
