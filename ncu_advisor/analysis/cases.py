@@ -116,6 +116,9 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     "corpus_triton_moe_grouped": ("sample_reports/corpus/triton_moe_grouped.raw.csv.gz",),
     # Level-synchronous BFS (dev, batch 6): one launch per level, frontiers of 1 to 10^5.
     "corpus_cuda_bfs": ("sample_reports/corpus/cuda_bfs.raw.csv.gz",),
+    # JPEG DCT of 8 frames (dev, batch 11): one kernel per plane, luma then two chroma planes,
+    # int16 coefficients written that stay in L2 (DRAM writes a tenth of the reads).
+    "corpus_cuda_jpeg_dct": ("sample_reports/corpus/cuda_jpeg_dct.raw.csv.gz",),
     # CuPy's built-in kernels (foreign set): a sort and an arg-max after plain copies and maps.
     "foreign_cupy_builtins": ("sample_reports/foreign/cupy_builtins.raw.csv.gz",),
 }

@@ -284,7 +284,9 @@ def multi_pass(rule: Rule, quantities: pd.DataFrame,
 
     A multi-pass algorithm (max pass, sum pass, normalize pass) shows up as back-to-back
     launches on one stream that read about the same number of DRAM bytes (within 25%), where
-    at least two of them write little (under a tenth of what they read: per-row statistics).
+    at least two of them write little (under a tenth of what they read: per-row statistics; and,
+    where the store share of L2 traffic is known, under 10% of it, since writes that stay in L2
+    never reach DRAM).
     One pass that computes the statistics online reads the input once.
     """
     skipped = _missing(rule, quantities)
@@ -310,7 +312,12 @@ def multi_pass(rule: Rule, quantities: pd.DataFrame,
     times = launch_times(launches)
     for group in groups:
         sub = q.loc[group]
-        reducing = int((sub["dram_write_bytes"] < 0.1 * sub["dram_read_bytes"]).sum())
+        # Writes that stay in the 60 MB L2 never reach DRAM: where the store share of L2
+        # traffic is known, a pass that writes little must also store little there.
+        stores = (sub["global_st_traffic_pct"] if "global_st_traffic_pct" in sub
+                  else pd.Series(np.nan, index=sub.index))
+        reducing = int(((sub["dram_write_bytes"] < 0.1 * sub["dram_read_bytes"])
+                        & ~(stores >= 10)).sum())
         if reducing < 2:
             continue
         reads = float(sub["dram_read_bytes"].sum())
