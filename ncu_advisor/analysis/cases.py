@@ -119,6 +119,9 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     # JPEG DCT of 8 frames (dev, batch 11): one kernel per plane, luma then two chroma planes,
     # int16 coefficients written that stay in L2 (DRAM writes a tenth of the reads).
     "corpus_cuda_jpeg_dct": ("sample_reports/corpus/cuda_jpeg_dct.raw.csv.gz",),
+    # Checkerboard Ising (dev, batch 11): a measurement kernel after each sweep, 4 sites a
+    # thread, a block reduction and two atomics per block, latency-bound at 18% of DRAM.
+    "corpus_cuda_ising_metropolis": ("sample_reports/corpus/cuda_ising_metropolis.raw.csv.gz",),
     # CuPy's built-in kernels (foreign set): a sort and an arg-max after plain copies and maps.
     "foreign_cupy_builtins": ("sample_reports/foreign/cupy_builtins.raw.csv.gz",),
 }
