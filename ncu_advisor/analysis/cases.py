@@ -122,6 +122,9 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     # Checkerboard Ising (dev, batch 11): a measurement kernel after each sweep, 4 sites a
     # thread, a block reduction and two atomics per block, latency-bound at 18% of DRAM.
     "corpus_cuda_ising_metropolis": ("sample_reports/corpus/cuda_ising_metropolis.raw.csv.gz",),
+    # A bf16 SASRec training step (dev, batch 11): 52001 items, so the output-layer GEMMs run
+    # on cuBLAS's align1 tensor-core kernels.
+    "corpus_torch_seqrec_train": ("sample_reports/corpus/torch_seqrec_train.raw.csv.gz",),
     # CuPy's built-in kernels (foreign set): a sort and an arg-max after plain copies and maps.
     "foreign_cupy_builtins": ("sample_reports/foreign/cupy_builtins.raw.csv.gz",),
 }

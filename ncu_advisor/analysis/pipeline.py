@@ -125,7 +125,7 @@ def analyze(report: Report, rules: list[Rule] | None = None,
     quantities, from_rule = compute_with_provenance(
         wide, stated, invocations=launches.set_index("launch")["invocations"],
         other_time_ns=float(report.session.get("unprofiled_time_ns") or 0.0),
-        origins=launches.set_index("launch")[["role", "origin_library", "cc"]])
+        origins=launches.set_index("launch")[["role", "origin_library", "cc", "name"]])
     opt = ncu_rule_categories(report.ncu_rules)
     provenance = Provenance(from_rule, {int(k): set(g["category"]) for k, g in
                                         opt.groupby("launch")} if len(opt) else {})

@@ -9,6 +9,8 @@ Formulas follow the Nsight Compute Profiling Guide and the section files of ncu 
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -373,8 +375,10 @@ def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = No
         known = origins.reindex(wide.index)
         frame["matrix_product"] = (known["role"] == "matmul").astype("float64")
         frame["library_kernel"] = known["origin_library"].astype("float64")
+        frame["operand_alignment"] = (operand_alignment(known["name"]) if "name" in known
+                                      else np.nan)
     else:
-        frame["matrix_product"] = frame["library_kernel"] = np.nan
+        frame["matrix_product"] = frame["library_kernel"] = frame["operand_alignment"] = np.nan
     cc = (origins.reindex(wide.index)["cc"] if origins is not None and "cc" in origins
           else pd.Series(None, index=wide.index, dtype="object"))
     frame["tensor_core_saving_pct"] = tensor_core_saving_pct(
@@ -385,6 +389,26 @@ def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = No
         if inherited:
             from_rule[d.name] = inherited
     return frame, from_rule
+
+
+# CUTLASS-built tensor-core kernels (cuBLAS and cuDNN dispatch them) name the vector width
+# their operand loads were compiled for: `_align8` reads 8 elements (16 bytes of fp16) at a
+# time, `_align1` one. cuBLAS falls back to align1/align2 kernels when a leading dimension or
+# pointer is not a multiple of 8 elements (a vocabulary of 50257, a 49-token window).
+_ALIGN = re.compile(r"_align(\d+)")
+_TENSOR_CORE_NAME = re.compile(r"tensorop|wmma|hmma|s1688|s16816|s161616")
+
+
+def operand_alignment(names: pd.Series) -> pd.Series:
+    """Per launch: the alignN of a tensor-core kernel's name (elements per load), else 0.
+
+    0 (the name states none) rather than unknown: the name is always there to read.
+    """
+    def one(name) -> float:
+        text = str(name)
+        found = _ALIGN.search(text)
+        return float(found.group(1)) if found and _TENSOR_CORE_NAME.search(text) else 0.0
+    return names.map(one).astype("float64")
 
 
 # Dense TF32 tensor-core FLOP/s over FP32 FMA FLOP/s, by compute capability (datasheets:
@@ -544,12 +568,16 @@ _TIME_SHARE = ("%", "share of the application's GPU time", ("duration_ns",))
 # change applies to it even when its FMA pipe is not the busiest unit.
 _MATRIX_PRODUCT = ("", "1 when the kernel is a matrix product by name (GEMM, conv, attention)", ())
 _LIBRARY = ("", "1 when the kernel is a library's (data/origins.toml), 0 for user code", ())
+# Not a metric: read from the kernel's name (its CUTLASS alignN), for tensor-core kernels.
+_ALIGNMENT = ("", "elements per operand load a tensor-core kernel was built for (its name's "
+              "alignN; 0 where the name states none)", ())
 # Not a Derived: the tensor-core rate over the FP32 rate depends on the launch's device.
 _TENSOR_CORE_SAVING = ("%", "share of the time TF32 tensor cores would save (compute or DRAM "
                        "floor)", ("fp32_peak_pct", "dram_pct", "duration_ns"))
 DERIVED_INFO: dict[str, tuple[str, str, tuple[str, ...]]] = {
     **{d.name: (d.unit, d.label, d.inputs) for d in DERIVED}, "time_share_pct": _TIME_SHARE,
     "matrix_product": _MATRIX_PRODUCT, "library_kernel": _LIBRARY,
+    "operand_alignment": _ALIGNMENT,
     "tensor_core_saving_pct": _TENSOR_CORE_SAVING}
 
 
