@@ -10,7 +10,6 @@ Formulas follow the Nsight Compute Profiling Guide and the section files of ncu 
 from __future__ import annotations
 
 import re
-
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
