@@ -125,6 +125,9 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     # A bf16 SASRec training step (dev, batch 11): 52001 items, so the output-layer GEMMs run
     # on cuBLAS's align1 tensor-core kernels.
     "corpus_torch_seqrec_train": ("sample_reports/corpus/torch_seqrec_train.raw.csv.gz",),
+    # HiFi-GAN inference (dev, batch 11): cuDNN's legacy transposed-conv kernel on 64 blocks,
+    # 40.8 ms of a 46.7 ms step.
+    "corpus_torch_hifigan_infer": ("sample_reports/corpus/torch_hifigan_infer.raw.csv.gz",),
     # CuPy's built-in kernels (foreign set): a sort and an arg-max after plain copies and maps.
     "foreign_cupy_builtins": ("sample_reports/foreign/cupy_builtins.raw.csv.gz",),
 }

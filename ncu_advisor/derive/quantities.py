@@ -376,8 +376,12 @@ def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = No
         frame["library_kernel"] = known["origin_library"].astype("float64")
         frame["operand_alignment"] = (operand_alignment(known["name"]) if "name" in known
                                       else np.nan)
+        frame["convolution_kernel"] = (
+            known["name"].astype(str).str.contains(_CONVOLUTION_NAME).astype("float64")
+            if "name" in known else np.nan)
     else:
-        frame["matrix_product"] = frame["library_kernel"] = frame["operand_alignment"] = np.nan
+        frame["matrix_product"] = frame["library_kernel"] = np.nan
+        frame["operand_alignment"] = frame["convolution_kernel"] = np.nan
     cc = (origins.reindex(wide.index)["cc"] if origins is not None and "cc" in origins
           else pd.Series(None, index=wide.index, dtype="object"))
     frame["tensor_core_saving_pct"] = tensor_core_saving_pct(
@@ -396,6 +400,8 @@ def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = No
 # pointer is not a multiple of 8 elements (a vocabulary of 50257, a 49-token window).
 _ALIGN = re.compile(r"_align(\d+)")
 _TENSOR_CORE_NAME = re.compile(r"tensorop|wmma|hmma|s1688|s16816|s161616")
+# cuDNN's convolution kernels (forward, data and weight gradients; legacy and CUTLASS-built).
+_CONVOLUTION_NAME = re.compile(r"cudnn|dgrad|wgrad|fprop|implicit_convolve|conv[123]d")
 
 
 def operand_alignment(names: pd.Series) -> pd.Series:
@@ -568,6 +574,7 @@ _TIME_SHARE = ("%", "share of the application's GPU time", ("duration_ns",))
 _MATRIX_PRODUCT = ("", "1 when the kernel is a matrix product by name (GEMM, conv, attention)", ())
 _LIBRARY = ("", "1 when the kernel is a library's (data/origins.toml), 0 for user code", ())
 # Not a metric: read from the kernel's name (its CUTLASS alignN), for tensor-core kernels.
+_CONVOLUTION = ("", "1 when the kernel is a convolution by name (cuDNN's fprop/dgrad/wgrad)", ())
 _ALIGNMENT = ("", "elements per operand load a tensor-core kernel was built for (its name's "
               "alignN; 0 where the name states none)", ())
 # Not a Derived: the tensor-core rate over the FP32 rate depends on the launch's device.
@@ -576,7 +583,7 @@ _TENSOR_CORE_SAVING = ("%", "share of the time TF32 tensor cores would save (com
 DERIVED_INFO: dict[str, tuple[str, str, tuple[str, ...]]] = {
     **{d.name: (d.unit, d.label, d.inputs) for d in DERIVED}, "time_share_pct": _TIME_SHARE,
     "matrix_product": _MATRIX_PRODUCT, "library_kernel": _LIBRARY,
-    "operand_alignment": _ALIGNMENT,
+    "operand_alignment": _ALIGNMENT, "convolution_kernel": _CONVOLUTION,
     "tensor_core_saving_pct": _TENSOR_CORE_SAVING}
 
 
