@@ -128,6 +128,9 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     # HiFi-GAN inference (dev, batch 11): cuDNN's legacy transposed-conv kernel on 64 blocks,
     # 40.8 ms of a 46.7 ms step.
     "corpus_torch_hifigan_infer": ("sample_reports/corpus/torch_hifigan_infer.raw.csv.gz",),
+    # A compiled DiT step in FP32 with TF32 (dev, batch 11): SDPA on FP32 q/k/v, four
+    # memory-efficient attention launches, 29% of the GPU time.
+    "corpus_torch_dit_compiled": ("sample_reports/corpus/torch_dit_compiled.raw.csv.gz",),
     # CuPy's built-in kernels (foreign set): a sort and an arg-max after plain copies and maps.
     "foreign_cupy_builtins": ("sample_reports/foreign/cupy_builtins.raw.csv.gz",),
 }

@@ -376,12 +376,14 @@ def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = No
         frame["library_kernel"] = known["origin_library"].astype("float64")
         frame["operand_alignment"] = (operand_alignment(known["name"]) if "name" in known
                                       else np.nan)
-        frame["convolution_kernel"] = (
-            known["name"].astype(str).str.contains(_CONVOLUTION_NAME).astype("float64")
-            if "name" in known else np.nan)
+        for column, pattern in (("convolution_kernel", _CONVOLUTION_NAME),
+                                ("fp32_attention_kernel", _FP32_ATTENTION_NAME)):
+            frame[column] = (known["name"].astype(str).str.contains(pattern).astype("float64")
+                             if "name" in known else np.nan)
     else:
         frame["matrix_product"] = frame["library_kernel"] = np.nan
         frame["operand_alignment"] = frame["convolution_kernel"] = np.nan
+        frame["fp32_attention_kernel"] = np.nan
     cc = (origins.reindex(wide.index)["cc"] if origins is not None and "cc" in origins
           else pd.Series(None, index=wide.index, dtype="object"))
     frame["tensor_core_saving_pct"] = tensor_core_saving_pct(
@@ -402,6 +404,9 @@ _ALIGN = re.compile(r"_align(\d+)")
 _TENSOR_CORE_NAME = re.compile(r"tensorop|wmma|hmma|s1688|s16816|s161616")
 # cuDNN's convolution kernels (forward, data and weight gradients; legacy and CUTLASS-built).
 _CONVOLUTION_NAME = re.compile(r"cudnn|dgrad|wgrad|fprop|implicit_convolve|conv[123]d")
+# PyTorch's memory-efficient attention on FP32 inputs (its flash and cuDNN backends take only
+# 16-bit inputs): fmha_cutlassF_f32_* forward, fmha_cutlassB_f32_* backward.
+_FP32_ATTENTION_NAME = re.compile(r"fmha_cutlass[FB]_f32")
 
 
 def operand_alignment(names: pd.Series) -> pd.Series:
@@ -574,6 +579,8 @@ _TIME_SHARE = ("%", "share of the application's GPU time", ("duration_ns",))
 _MATRIX_PRODUCT = ("", "1 when the kernel is a matrix product by name (GEMM, conv, attention)", ())
 _LIBRARY = ("", "1 when the kernel is a library's (data/origins.toml), 0 for user code", ())
 # Not a metric: read from the kernel's name (its CUTLASS alignN), for tensor-core kernels.
+_FP32_ATTENTION = ("", "1 when the kernel is PyTorch's memory-efficient attention on FP32 inputs "
+                   "(by name)", ())
 _CONVOLUTION = ("", "1 when the kernel is a convolution by name (cuDNN's fprop/dgrad/wgrad)", ())
 _ALIGNMENT = ("", "elements per operand load a tensor-core kernel was built for (its name's "
               "alignN; 0 where the name states none)", ())
@@ -584,6 +591,7 @@ DERIVED_INFO: dict[str, tuple[str, str, tuple[str, ...]]] = {
     **{d.name: (d.unit, d.label, d.inputs) for d in DERIVED}, "time_share_pct": _TIME_SHARE,
     "matrix_product": _MATRIX_PRODUCT, "library_kernel": _LIBRARY,
     "operand_alignment": _ALIGNMENT, "convolution_kernel": _CONVOLUTION,
+    "fp32_attention_kernel": _FP32_ATTENTION,
     "tensor_core_saving_pct": _TENSOR_CORE_SAVING}
 
 
