@@ -374,16 +374,12 @@ def compute_with_provenance(wide: pd.DataFrame, stated: pd.DataFrame | None = No
         known = origins.reindex(wide.index)
         frame["matrix_product"] = (known["role"] == "matmul").astype("float64")
         frame["library_kernel"] = known["origin_library"].astype("float64")
-        frame["operand_alignment"] = (operand_alignment(known["name"]) if "name" in known
-                                      else np.nan)
-        for column, pattern in (("convolution_kernel", _CONVOLUTION_NAME),
-                                ("fp32_attention_kernel", _FP32_ATTENTION_NAME)):
-            frame[column] = (known["name"].astype(str).str.contains(pattern).astype("float64")
-                             if "name" in known else np.nan)
     else:
         frame["matrix_product"] = frame["library_kernel"] = np.nan
-        frame["operand_alignment"] = frame["convolution_kernel"] = np.nan
-        frame["fp32_attention_kernel"] = np.nan
+    names = (origins.reindex(wide.index)["name"] if origins is not None and "name" in origins
+             else None)
+    for column, values in name_quantities(names, wide.index).items():
+        frame[column] = values
     cc = (origins.reindex(wide.index)["cc"] if origins is not None and "cc" in origins
           else pd.Series(None, index=wide.index, dtype="object"))
     frame["tensor_core_saving_pct"] = tensor_core_saving_pct(
@@ -409,16 +405,22 @@ _CONVOLUTION_NAME = re.compile(r"cudnn|dgrad|wgrad|fprop|implicit_convolve|conv[
 _FP32_ATTENTION_NAME = re.compile(r"fmha_cutlass[FB]_f32")
 
 
-def operand_alignment(names: pd.Series) -> pd.Series:
-    """Per launch: the alignN of a tensor-core kernel's name (elements per load), else 0.
+def name_quantities(names: pd.Series | None, index: pd.Index) -> pd.DataFrame:
+    """Per launch, what the kernel's name says (unknown without names).
 
-    0 (the name states none) rather than unknown: the name is always there to read.
+    ``operand_alignment``: a tensor-core kernel's alignN (elements per load), 0 where the
+    name states none (not unknown: the name is always there to read);
+    ``convolution_kernel`` and ``fp32_attention_kernel``: 1 or 0.
     """
-    def one(name) -> float:
-        text = str(name)
-        found = _ALIGN.search(text)
-        return float(found.group(1)) if found and _TENSOR_CORE_NAME.search(text) else 0.0
-    return names.map(one).astype("float64")
+    if names is None:
+        return pd.DataFrame(np.nan, index=index, columns=list(_NAME_INFO))
+    text = names.astype(str)
+    align = text.str.extract(_ALIGN, expand=False).astype("float64").fillna(0.0)
+    return pd.DataFrame({
+        "operand_alignment": align.where(text.str.contains(_TENSOR_CORE_NAME), 0.0),
+        "convolution_kernel": text.str.contains(_CONVOLUTION_NAME).astype("float64"),
+        "fp32_attention_kernel": text.str.contains(_FP32_ATTENTION_NAME).astype("float64"),
+    }, index=index)
 
 
 # Dense TF32 tensor-core FLOP/s over FP32 FMA FLOP/s, by compute capability (datasheets:
@@ -578,20 +580,22 @@ _TIME_SHARE = ("%", "share of the application's GPU time", ("duration_ns",))
 # change applies to it even when its FMA pipe is not the busiest unit.
 _MATRIX_PRODUCT = ("", "1 when the kernel is a matrix product by name (GEMM, conv, attention)", ())
 _LIBRARY = ("", "1 when the kernel is a library's (data/origins.toml), 0 for user code", ())
-# Not a metric: read from the kernel's name (its CUTLASS alignN), for tensor-core kernels.
-_FP32_ATTENTION = ("", "1 when the kernel is PyTorch's memory-efficient attention on FP32 inputs "
-                   "(by name)", ())
-_CONVOLUTION = ("", "1 when the kernel is a convolution by name (cuDNN's fprop/dgrad/wgrad)", ())
-_ALIGNMENT = ("", "elements per operand load a tensor-core kernel was built for (its name's "
-              "alignN; 0 where the name states none)", ())
+# Not metrics: read from the kernel's name (name_quantities).
+_NAME_INFO = {
+    "operand_alignment": ("", "elements per operand load a tensor-core kernel was built for (its "
+                          "name's alignN; 0 where the name states none)", ()),
+    "convolution_kernel": ("", "1 when the kernel is a convolution by name (cuDNN's "
+                           "fprop/dgrad/wgrad)", ()),
+    "fp32_attention_kernel": ("", "1 when the kernel is PyTorch's memory-efficient attention on "
+                              "FP32 inputs (by name)", ()),
+}
 # Not a Derived: the tensor-core rate over the FP32 rate depends on the launch's device.
 _TENSOR_CORE_SAVING = ("%", "share of the time TF32 tensor cores would save (compute or DRAM "
                        "floor)", ("fp32_peak_pct", "dram_pct", "duration_ns"))
 DERIVED_INFO: dict[str, tuple[str, str, tuple[str, ...]]] = {
     **{d.name: (d.unit, d.label, d.inputs) for d in DERIVED}, "time_share_pct": _TIME_SHARE,
     "matrix_product": _MATRIX_PRODUCT, "library_kernel": _LIBRARY,
-    "operand_alignment": _ALIGNMENT, "convolution_kernel": _CONVOLUTION,
-    "fp32_attention_kernel": _FP32_ATTENTION,
+    **_NAME_INFO,
     "tensor_core_saving_pct": _TENSOR_CORE_SAVING}
 
 
