@@ -314,8 +314,7 @@ def multi_pass(rule: Rule, quantities: pd.DataFrame,
         sub = q.loc[group]
         # Writes that stay in the 60 MB L2 never reach DRAM: where the store share of L2
         # traffic is known, a pass that writes little must also store little there.
-        stores = (sub["global_st_traffic_pct"] if "global_st_traffic_pct" in sub
-                  else pd.Series(np.nan, index=sub.index))
+        stores = sub.get("global_st_traffic_pct", pd.Series(np.nan, index=sub.index))
         reducing = int(((sub["dram_write_bytes"] < 0.1 * sub["dram_read_bytes"])
                         & ~(stores >= 10)).sum())
         if reducing < 2:
@@ -1147,7 +1146,6 @@ def piecewise_launches(rule: Rule, quantities: pd.DataFrame,
         return [], []
     waves_of = quantities["waves_per_sm"].to_dict()
     share_of = quantities["time_share_pct"].to_dict()
-    total_ns = float(np.nansum(launches["duration_ns"].to_numpy(dtype="float64")))
     user = launches[launches["origin"].eq("user")] if "origin" in launches else launches.iloc[:0]
     findings = []
     for _, rows in user.groupby("short_name", sort=False):
@@ -1164,13 +1162,13 @@ def piecewise_launches(rule: Rule, quantities: pd.DataFrame,
             continue
         together = np.ceil(waves.sum()) * float(np.median(per_wave))
         saving = float(ns.sum()) - together
-        if saving <= 0 or not total_ns:
+        if saving <= 0:
             continue
+        # The run's share of the pieces, as every rule counts it (invocations, unprofiled time).
+        share = float(np.nansum([share_of.get(c, np.nan) for c in members]))
         values = {"pieces": float(len(members)), "piece_waves_min": float(waves.min()),
-                  "piece_waves_max": float(waves.max()),
-                  "pieces_time_share_pct": float(np.nansum([share_of.get(c, np.nan)
-                                                            for c in members])),
-                  "saving_share_pct": 100.0 * saving / total_ns,
+                  "piece_waves_max": float(waves.max()), "pieces_time_share_pct": share,
+                  "saving_share_pct": share * saving / float(ns.sum()),
                   "together_waves": float(np.ceil(waves.sum()))}
         ids_of = dict(zip(rows["launch"].astype(int), rows["id"], strict=True))
         findings.append(make_finding(
