@@ -1,5 +1,5 @@
 // Probe of the driver's shared-memory configuration choice: many launches over block size,
-// registers, shared memory and carveout (sample_reports/occupancy/occ_probe.import.raw.base.csv).
+// registers, shared memory and carveout (sample_reports/occupancy/occ_probe.import.raw.base.csv.gz).
 #include <cstdio>
 #include <cstdlib>
 #define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \

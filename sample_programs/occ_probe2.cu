@@ -1,5 +1,5 @@
 // Second probe of the shared-memory configuration choice, with carveout preferences and
-// cache configs (sample_reports/occupancy/occ_probe2.import.raw.base.csv).
+// cache configs (sample_reports/occupancy/occ_probe2.import.raw.base.csv.gz).
 #include <cstdio>
 #include <cstdlib>
 #define CHECK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \

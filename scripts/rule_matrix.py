@@ -19,7 +19,7 @@ OTHER = {
     "forms_app": [ROOT / "sample_reports/forms/forms_app.ncu-rep.gz"],
     "torch_mlp": [ROOT / "docs/examples/torch_mlp/torch_mlp.raw.csv",
                   ROOT / "docs/examples/torch_mlp/torch_mlp.details.csv"],
-    "occ_sweep": [ROOT / "sample_reports/occupancy/occ_sweep2.ncu-rep"],
+    "occ_sweep": [ROOT / "sample_reports/occupancy/occ_sweep2.ncu-rep.gz"],
 }
 
 

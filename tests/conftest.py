@@ -20,6 +20,13 @@ from ncu_advisor import analyze, read_report
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# Every capture outside the corpus, gzipped or not (the corpus' exports are test_corpus's).
+SAMPLE_CAPTURES = sorted(
+    p for p in (ROOT / "sample_reports").rglob("*")
+    if p.parent.name != "corpus"
+    and (p.suffix in (".ncu-rep", ".csv") or p.name.endswith((".ncu-rep.gz", ".csv.gz"))))
+
+
 @cache
 def _read(key: str):
     return read_report(key.split(os.pathsep) if os.pathsep in key else key)

@@ -20,7 +20,7 @@ FORMS = ROOT / "sample_reports" / "forms"
 DEMOS = ROOT / "sample_reports" / "demos"
 APP = FORMS / "forms_app.ncu-rep.gz"  # hand-written CUDA, with source lines
 DECODER = ROOT / "sample_reports" / "corpus" / "torch_decoder_train.details.csv.gz"
-NVTX = FORMS / "torch_mlp.live.nvtx.csv"
+NVTX = FORMS / "torch_mlp.live.nvtx.csv.gz"
 EXAMPLE_RULE = ROOT / "docs" / "examples" / "rules" / "cache.l2-misses.toml"
 COMMANDS = ["analyze", "export", "rules", "profile", "demo", "occupancy", "diff", "ingest",
             "query", "trend"]

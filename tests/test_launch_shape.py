@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import read_cached
+from conftest import SAMPLE_CAPTURES, read_cached
 
 from ncu_advisor.derive.launch_shape import (
     launch_shape,
@@ -20,9 +20,7 @@ from ncu_advisor.derive.occupancy_report import occupancy_from_report
 from ncu_advisor.errors import NcuAdviseError
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_reports"
-CAPTURES = sorted(p for p in SAMPLES.rglob("*")  # gzipped .ncu-rep files too (not .csv.gz:
-                   # the corpus' gzipped exports are covered by test_corpus)
-                   if p.suffix in (".ncu-rep", ".csv") or p.name.endswith(".ncu-rep.gz"))
+CAPTURES = SAMPLE_CAPTURES
 
 
 @cache

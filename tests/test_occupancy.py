@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import typer
-from conftest import analysis_cached, read_cached
+from conftest import SAMPLE_CAPTURES, analysis_cached, read_cached
 from typer.testing import CliRunner
 
 from ncu_advisor.cli.occupancy import occupancy_command
@@ -37,9 +37,7 @@ from ncu_advisor.errors import NcuAdviseError
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_reports"
-CAPTURES = sorted(p for p in SAMPLES.rglob("*")  # gzipped .ncu-rep files too (not .csv.gz:
-                   # the corpus' gzipped exports are covered by test_corpus)
-                   if p.suffix in (".ncu-rep", ".csv") or p.name.endswith(".ncu-rep.gz"))
+CAPTURES = SAMPLE_CAPTURES
 NEEDED = ["launch__block_size", "launch__registers_per_thread", NCU_THEORETICAL_PCT,
           *NCU_LIMIT_METRICS.values()]
 # Captures that must be checked, and how many launches each holds with occupancy metrics
@@ -47,7 +45,7 @@ NEEDED = ["launch__block_size", "launch__registers_per_thread", NCU_THEORETICAL_
 REQUIRED = {
     "occupancy/occ_sweep.ncu-rep": 23,
     "forms/forms_app.ncu-rep.gz": 9,
-    "forms/torch_mlp.live.nvtx.csv": 8,
+    "forms/torch_mlp.live.nvtx.csv.gz": 8,
 }
 
 
@@ -96,7 +94,7 @@ def test_enough_launches_checked() -> None:
 
 
 @pytest.mark.parametrize("name", ["occupancy/occ_sweep.ncu-rep", "forms/forms_app.ncu-rep.gz",
-                                  "forms/torch_mlp.live.nvtx.csv"])
+                                  "forms/torch_mlp.live.nvtx.csv.gz"])
 def test_predicted_carveout_matches_the_driver(name: str) -> None:
     table = checked(SAMPLES / name)
     assert table is not None and len(table) == REQUIRED[name]
@@ -501,7 +499,7 @@ def test_carveout_preference_and_snapping() -> None:
 
 
 def test_report_table_columns() -> None:
-    table = occupancy_from_report(read_cached(SAMPLES / "forms" / "torch_mlp.live.nvtx.csv"))
+    table = occupancy_from_report(read_cached(SAMPLES / "forms" / "torch_mlp.live.nvtx.csv.gz"))
     for col in ("calc_theoretical_pct", "calc_limiter", "recommended_block_size",
                 "what_if_fewer_regs_pct", "sm__warps_active.avg.pct_of_peak_sustained_active",
                 "ncu_limiter", "matches_ncu"):
@@ -516,7 +514,7 @@ def test_report_without_occupancy_metrics() -> None:
     assert len(table) == 9 and table["calc_theoretical_pct"].isna().all()
 
 
-@pytest.mark.parametrize("name", ["torch_mlp.live.nvtx.csv", "forms_app.live.metrics.csv"])
+@pytest.mark.parametrize("name", ["torch_mlp.live.nvtx.csv.gz", "forms_app.live.metrics.csv"])
 def test_launch_entries_are_built_complete_in_one_place(name: str) -> None:
     """Every launch's JSON occupancy entry has every key, ncu's values beside the calculator's."""
     analysis = analysis_cached(SAMPLES / "forms" / name)

@@ -145,13 +145,13 @@ def test_nvtx_columns_shift_nothing_and_give_ranges():
     assert ranges[:2] == ["copies", "copies"] and ranges[2:5] == ["templates"] * 3
     assert ranges[5] is None or (isinstance(ranges[5], float) and math.isnan(ranges[5]))
     assert report.launches["short_name"].tolist() == APP_KERNELS
-    torch = read_cached(FORMS / "torch_mlp.live.nvtx.csv")
+    torch = read_cached(FORMS / "torch_mlp.live.nvtx.csv.gz")
     assert {"forward", "loss"} <= set(torch.launches["nvtx"].dropna())
 
 
 def test_nvtx_rename_changes_names_but_not_short_names():
-    plain = read_cached(FORMS / "torch_mlp.import.basic.nvtx.csv").launches
-    renamed = read_cached(FORMS / "torch_mlp.import.basic.nvtx-rename.csv").launches
+    plain = read_cached(FORMS / "torch_mlp.import.basic.nvtx.csv.gz").launches
+    renamed = read_cached(FORMS / "torch_mlp.import.basic.nvtx-rename.csv.gz").launches
     assert renamed["name"].str.startswith(("forward/", "loss/")).sum() == 5
     assert renamed["short_name"].tolist() == plain["short_name"].tolist()
     # The rename also switches demangling style: "<4," becomes "<(int)4,".

@@ -377,7 +377,7 @@ def test_to_dict_is_linear_in_launches(tmp_path):
     """10x the launches of a real raw capture must not cost 100x (it was quadratic)."""
     import time
 
-    src = ROOT / "sample_reports" / "occupancy" / "occ_probe.import.raw.base.csv"
+    src = ROOT / "sample_reports" / "occupancy" / "occ_probe.import.raw.base.csv.gz"
     times = []
     for n in (200, 2000):
         path = tmp_path / f"generated_{n}.raw.csv"

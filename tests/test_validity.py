@@ -108,8 +108,8 @@ def test_separate_runs_are_flagged(live_full, live_basic):
 
 
 def test_launch_limit_and_controls_from_the_ncu_command():
-    # torch_mlp.live.nvtx.csv: `ncu --set full --nvtx --csv -c 12`, 8 launches profiled.
-    analysis = analyze(read_report(FORMS / "torch_mlp.live.nvtx.csv"))
+    # torch_mlp.live.nvtx.csv.gz: `ncu --set full --nvtx --csv -c 12`, 8 launches profiled.
+    analysis = analyze(read_report(FORMS / "torch_mlp.live.nvtx.csv.gz"))
     assert len(analysis.report.launches) == 8
     analysis.extra_session["ncu_command"] = "ncu --set full --nvtx -c 8 python3 torch_mlp.py"
     (limit,) = _checks(analysis, "launch-limit")

@@ -67,7 +67,7 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     "forms_app": ("sample_reports/forms/forms_app.ncu-rep.gz",),
     "torch_mlp": ("docs/examples/torch_mlp/torch_mlp.raw.csv",
                   "docs/examples/torch_mlp/torch_mlp.details.csv"),
-    "occ_sweep": ("sample_reports/occupancy/occ_sweep2.ncu-rep",),
+    "occ_sweep": ("sample_reports/occupancy/occ_sweep2.ncu-rep.gz",),
     # A dev capture of the evaluation corpus (never a sealed one): a transpose ladder, five
     # versions of one operation run back to back over the same arrays.
     "corpus_cuda_transpose": ("sample_reports/corpus/cuda_transpose.raw.csv.gz",),
