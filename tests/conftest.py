@@ -27,6 +27,23 @@ SAMPLE_CAPTURES = sorted(
     and (p.suffix in (".ncu-rep", ".csv") or p.name.endswith((".ncu-rep.gz", ".csv.gz"))))
 
 
+def folder_and_form(path: Path) -> tuple[str, str]:
+    """(folder, export form): ``demos_lineinfo``, ``.raw.csv`` (the name's last suffixes)."""
+    suffixes = [s for s in path.suffixes if s != ".gz"][-2:]
+    return path.parent.name, "".join(suffixes)
+
+
+def first_of_each_form(paths, *, marks=(pytest.mark.slow,)) -> list:
+    """``paths`` as test parameters: the first capture of each folder and export form runs in
+    the quick run, the others carry ``marks`` (CI's slow phase runs them): a check repeated
+    over 170 captures took a third of the quick run."""
+    first: dict[tuple[str, str], Path] = {}
+    for path in paths:
+        first.setdefault(folder_and_form(path), path)
+    quick = set(first.values())
+    return [path if path in quick else pytest.param(path, marks=list(marks)) for path in paths]
+
+
 @cache
 def _read(key: str):
     return read_report(key.split(os.pathsep) if os.pathsep in key else key)

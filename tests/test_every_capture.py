@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import analysis_cached, read_cached
+from conftest import analysis_cached, folder_and_form, read_cached
 
 from ncu_advisor import ReportParseError, analyze, read_report
 from ncu_advisor.derive.bound import bound_of
@@ -54,15 +54,9 @@ def _ids(paths):
     return [str(p.relative_to(ROOT)) for p in paths]
 
 
-def _form_of_folder(path: Path) -> tuple[str, str]:
-    """(folder, export form): ``demos_lineinfo``, ``.raw.csv`` (the name's last suffixes)."""
-    suffixes = [s for s in path.suffixes if s != ".gz"][-2:]
-    return path.parent.relative_to(ROOT).as_posix(), "".join(suffixes)
-
-
 _FIRST_OF_FORM: dict[tuple[str, str], Path] = {}
 for _p in CAPTURES:
-    _FIRST_OF_FORM.setdefault(_form_of_folder(_p), _p)
+    _FIRST_OF_FORM.setdefault(folder_and_form(_p), _p)
 
 # The per-variant raw exports (NAME.bad.raw / NAME.good.raw) repeat the launches of NAME.raw,
 # which stays in the quick run; a raw page takes seconds to analyze and render.
@@ -72,11 +66,14 @@ _SLOW = re.compile(r"\.(bad|good)\.raw\.csv(\.gz)?$")
 def _analyzes_marks(path: Path):
     if _SLOW.search(path.name):
         return pytest.param(path, marks=pytest.mark.slow)
-    if path.parent.name == "corpus" and path not in _FIRST_OF_FORM.values():
-        # 45 programs in 4 forms: the quick run and CI take the first of each form (the dev
+    if path in _FIRST_OF_FORM.values():
+        return path
+    if path.parent.name == "corpus":
+        # 82 programs in 4 forms: the quick run and CI take the first of each form (the dev
         # programs are analyzed by test_corpus too); the sweep takes every one.
         return pytest.param(path, marks=[pytest.mark.slow, pytest.mark.sweep])
-    return path
+    # The others: the quick run takes the first of each folder and form, CI's slow phase all.
+    return pytest.param(path, marks=pytest.mark.slow)
 
 
 @pytest.mark.parametrize("path", [_analyzes_marks(p) for p in CAPTURES], ids=_ids(CAPTURES))

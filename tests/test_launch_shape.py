@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import SAMPLE_CAPTURES, read_cached
+from conftest import SAMPLE_CAPTURES, first_of_each_form, read_cached
 
 from ncu_advisor.derive.launch_shape import (
     launch_shape,
@@ -88,7 +88,7 @@ def test_tile_quantization() -> None:
     assert wave_quantization(264, 132, tiles_per_sm=2) == 0.0
 
 
-@pytest.mark.parametrize("path", CAPTURES, ids=_rel)
+@pytest.mark.parametrize("path", first_of_each_form(CAPTURES), ids=_rel)
 def test_waves_match_ncu(path: Path) -> None:
     found = shapes(path)
     if found is None:
@@ -115,6 +115,7 @@ def _rule_rows():
             yield path, table.loc[rule["launch"]], rule
 
 
+@pytest.mark.slow  # reads every capture; the quick run checks the first of each form
 def test_tail_and_small_grid_estimates_match_ncu_rules() -> None:
     tails = grids = 0
     for path, shape, rule in _rule_rows():

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import typer
-from conftest import SAMPLE_CAPTURES, analysis_cached, read_cached
+from conftest import SAMPLE_CAPTURES, analysis_cached, first_of_each_form, read_cached
 from typer.testing import CliRunner
 
 from ncu_advisor.cli.occupancy import occupancy_command
@@ -67,7 +67,7 @@ def _rel(path: Path) -> str:
     return path.relative_to(SAMPLES).as_posix()
 
 
-@pytest.mark.parametrize("path", CAPTURES, ids=_rel)
+@pytest.mark.parametrize("path", first_of_each_form(CAPTURES), ids=_rel)
 def test_matches_ncu_on_every_launch(path: Path) -> None:
     table = checked(path)
     if table is None or table.empty:
@@ -85,6 +85,7 @@ def test_matches_ncu_on_every_launch(path: Path) -> None:
     assert table["matches_ncu"].all()
 
 
+@pytest.mark.slow  # reads every capture; the quick run checks the first of each form
 def test_enough_launches_checked() -> None:
     counts = {_rel(p): len(t) for p in CAPTURES if (t := checked(p)) is not None}
     for name, n in REQUIRED.items():
