@@ -133,8 +133,10 @@ def _kernel_findings(result) -> set[tuple]:
 # runs lack them until the pairs are captured again. Each one named here is a debt, not a
 # pass: the ADU pipe (tiling.divergent-constant-reads, 2026-12-04; a recapture that day kept
 # 20 passes, profile_bench.2026-12-04.json, but its torch_ops pair split one finding on
-# threshold noise, l1_to_dram_ratio 8.00 against 7.99, so its exports were not committed).
-ADDED_SINCE_CAPTURE = {"sm__inst_executed_pipe_adu.avg.pct_of_peak_sustained_active"}
+# threshold noise, l1_to_dram_ratio 8.00 against 7.99, so its exports were not committed) and
+# the barrier stall (coarsening.barrier-bound, 2026-12-04's fifteenth session, no GPU lent).
+ADDED_SINCE_CAPTURE = {"sm__inst_executed_pipe_adu.avg.pct_of_peak_sustained_active",
+                       "smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"}
 CAPTURED = _captured_pairs()
 
 

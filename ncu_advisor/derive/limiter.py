@@ -59,6 +59,8 @@ STALLS: tuple[tuple[str, str, str], ...] = (
      "short scoreboard (waiting on shared memory or MUFU)"),
     ("stall_math_pipe", "pipe throttle", "math pipe throttle (one pipe oversubscribed)"),
     ("stall_branch_resolving", "branches", "branch resolving"),
+    ("stall_barrier", "barrier",
+     "barrier (warps waiting at __syncthreads for the rest of their block)"),
 )
 # A stall reason dominates when it takes this share of the cycles between two issues: Nsight
 # Compute's CPIStall threshold, so the raw page names the stall exactly where the details

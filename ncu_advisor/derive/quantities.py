@@ -161,6 +161,8 @@ QUANTITIES: tuple[Quantity, ...] = (
              (m("smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio"),)),
     Quantity("stall_math_pipe", "cycle", "math-pipe-throttle stall cycles per issue",
              (m("smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio"),)),
+    Quantity("stall_barrier", "cycle", "barrier stall cycles per issue (waits at __syncthreads)",
+             (m("smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"),)),
     Quantity("cycles_per_issue", "cycle", "cycles between two issues of a warp",
              (m("smsp__average_warp_latency_per_inst_issued.ratio"),)),
     # --- memory access pattern (MemoryWorkloadAnalysis_Tables, SourceCounters) ---
@@ -531,6 +533,8 @@ DERIVED: tuple[Derived, ...] = (
     Derived("shared_per_inst", "", "shared-memory requests per executed warp instruction",
             ("shared_ld_requests", "shared_st_requests", "instructions"),
             lambda ld, st, i: _per(_sum_any(ld, st), i)),
+    Derived("barrier_stall_share_pct", "%", "share of the cycles between issues spent at barriers",
+            ("stall_barrier", "cycles_per_issue"), lambda b, c: 100.0 * _per(b, c)),
     Derived("wave_fill_pct", "%", "how much of one full wave the grid fills", ("waves_per_sm",),
             lambda w: (100.0 * w).clip(upper=100.0)),
     Derived("sm_fill_pct", "%", "SMs given at least one block", ("grid_size", "sm_count"),
