@@ -34,7 +34,9 @@ class EvidenceTable:
     """The parsed data file."""
 
     extractions: tuple[Extraction, ...]
-    absent: tuple[tuple[str, str, str, float], ...]  # rule, section, quantity, value
+    # rule, section, quantity, value, and the message pattern whose absence counts (None: any
+    # message of the rule)
+    absent: tuple[tuple[str, str, str, float, re.Pattern | None], ...]
     categories: dict[str, str]
     categories_by_text: tuple[tuple[str, re.Pattern, str], ...]
 
@@ -58,7 +60,8 @@ def evidence_table() -> EvidenceTable:
         for e in data.get("extract", []))
     by_text = tuple((c["rule"], re.compile(c["pattern"]), c["category"])
                     for c in data.get("category_by_text", []))
-    absent = tuple((a["rule"], a["section"], a["quantity"], float(a["value"]))
+    absent = tuple((a["rule"], a["section"], a["quantity"], float(a["value"]),
+                    re.compile(a["pattern"]) if "pattern" in a else None)
                    for a in data.get("absent", []))
     return EvidenceTable(extractions, absent, dict(data.get("category", {})), by_text)
 
@@ -153,10 +156,16 @@ def _active_share(metrics: pd.DataFrame | None, index: pd.Index) -> dict[int, fl
 
 def _fill_absent(out: pd.DataFrame, table: EvidenceTable, ncu_rules: pd.DataFrame,
                  metrics: pd.DataFrame) -> None:
-    """Where a section was collected but its rule said nothing, set the stated value."""
-    for rule, section, quantity, value in table.absent:
+    """Where a section was collected but its rule said nothing, set the stated value.
+
+    An entry with a pattern counts only the rule's messages that match it as speaking.
+    """
+    for rule, section, quantity, value, pattern in table.absent:
         collected = set(metrics.loc[metrics["section"] == section, "launch"].unique())
-        spoke = set(ncu_rules.loc[ncu_rules["rule"] == rule, "launch"].unique())
+        said = ncu_rules[ncu_rules["rule"] == rule]
+        if pattern is not None:
+            said = said[said["description"].astype(str).str.contains(pattern)]
+        spoke = set(said["launch"].unique())
         for launch in collected - spoke:
             if launch in out.index:
                 out.at[launch, quantity] = value
