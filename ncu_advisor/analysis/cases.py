@@ -131,6 +131,10 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     # A compiled DiT step in FP32 with TF32 (dev, batch 11): SDPA on FP32 q/k/v, four
     # memory-efficient attention launches, 29% of the GPU time.
     "corpus_torch_dit_compiled": ("sample_reports/corpus/torch_dit_compiled.raw.csv.gz",),
+    # A 3-D U-Net encoder in eval mode (dev, batch 4): native BatchNorm3d after each conv.
+    "corpus_torch_conv3d_seg": ("sample_reports/corpus/torch_conv3d_seg.raw.csv.gz",),
+    # DGCNN inference (dev, batch 9): kNN by topk, edge convolutions, a cuDNN inference BN.
+    "corpus_torch_pointcloud_dgcnn": ("sample_reports/corpus/torch_pointcloud_dgcnn.raw.csv.gz",),
     # CuPy's built-in kernels (foreign set): a sort and an arg-max after plain copies and maps.
     "foreign_cupy_builtins": ("sample_reports/foreign/cupy_builtins.raw.csv.gz",),
 }

@@ -1183,6 +1183,77 @@ def piecewise_launches(rule: Rule, quantities: pd.DataFrame,
     return findings, []
 
 
+
+# Inference BatchNorm by name: cuDNN's inference kernel, or PyTorch's native path, which
+# computes 1/sqrt(running_var + eps) in its own launch before the transform (training
+# computes batch statistics there instead: batch_norm_collect_statistics).
+_BN_INFERENCE = re.compile(r"bn_fw_inf")
+_BN_INVSTD = re.compile(r"batch_norm_calc_invstd")
+_BN_TRANSFORM = re.compile(r"batch_norm_transform_input")
+_BN_REACH = 4  # launches between the convolution or GEMM and its BatchNorm (layout copies)
+_BN_PREP_NS = SHORT_LAUNCH_NS  # a prep launch of the native path: a one-block copy or cast
+
+
+def _eval_batchnorms(launches: pd.DataFrame) -> list[list[int]]:
+    """Each inference BatchNorm's launches (prep, inverse std, transform), in launch order.
+
+    Only where a convolution or GEMM runs just before it: the layer it folds into.
+    """
+    rows = launches.to_dict("records")
+    names = [str(r.get("name", "")) for r in rows]
+    roles = [r.get("role") for r in rows]
+    runs = []
+    for i, name in enumerate(names):
+        if _BN_INFERENCE.search(name):
+            run = [i]
+        elif _BN_TRANSFORM.search(name) and i > 0 and _BN_INVSTD.search(names[i - 1]):
+            run = [i - 1, i]
+            before = i - 2  # the native path's one-block copy of the statistics, if any
+            if (before >= 0 and roles[before] == "elementwise"
+                    and rows[before].get("duration_ns", np.inf) < _BN_PREP_NS
+                    and rows[before].get("grid_x", 0) * rows[before].get("grid_y", 1) <= 4):
+                run.insert(0, before)
+        else:
+            continue
+        start = run[0]
+        if any(roles[j] == "matmul" for j in range(max(0, start - _BN_REACH), start)):
+            runs.append([int(rows[j]["launch"]) for j in run])
+    return runs
+
+
+def eval_batchnorm(rule: Rule, quantities: pd.DataFrame,
+                   launches: pd.DataFrame) -> tuple[list[Finding], list[NotEvaluated]]:
+    """Name inference BatchNorms that run as their own passes after a convolution or GEMM.
+
+    In eval mode a BatchNorm is a fixed per-channel scale and shift: folded into the weights
+    and bias of the layer before it, it costs nothing. Each one left in reads and writes the
+    whole activation once more (and the native path adds small launches of its own); the
+    saving is all of their time.
+    """
+    if _summary_only(launches) or "role" not in launches:
+        return [], []
+    runs = _eval_batchnorms(launches)
+    if not runs:
+        return [], []
+    times = launch_times(launches)
+    share_of = quantities["time_share_pct"].to_dict()
+    members = [c for run in runs for c in run]
+    total = float(np.nansum([times.get(c, np.nan) for c in members]))
+    if not total > 0:
+        return [], []
+    ids_of = dict(zip(launches["launch"].astype(int), launches["id"], strict=True))
+    share = float(np.nansum([share_of.get(c, np.nan) for c in members]))
+    values = {"batchnorms": float(len(runs)), "batchnorm_time_share_pct": share,
+              "batchnorm_launches": float(len(members))}
+    finding = make_finding(
+        rule, values, speedup_pct=100.0, duration_ns=total,
+        evidence={"batchnorm_ns": {"value": total, "unit": "ns",
+                                   "label": "GPU time of the inference BatchNorms"}},
+        kernel_ids=[int(ids_of[c]) for c in members if not pd.isna(ids_of[c])],
+        launch_ids=members)
+    return [finding], []
+
+
 # The values each function gives a rule's title and texts besides the quantities.
 FUNCTION_VALUES: dict[str, set[str]] = {
     # chain_in_one_range: 1 when every kernel of the chain runs inside one NVTX range.
@@ -1197,6 +1268,7 @@ FUNCTION_VALUES: dict[str, set[str]] = {
     "growing_concat": {"concatenations", "concat_time_share_pct"},
     "gemm_epilogue": {"activation_time_share_pct", "epilogue_time_share_pct"},
     "monotonic_before_selection": {"maps", "map_time_share_pct"},
+    "eval_batchnorm": {"batchnorms", "batchnorm_time_share_pct", "batchnorm_launches"},
     "unfused_optimizer": {"update_launches", "saving_pct", "optimizer_time_share_pct",
                           "pattern_time_share_pct"},
     "piecewise_launches": {"pieces", "piece_waves_min", "piece_waves_max",
@@ -1213,6 +1285,7 @@ FUNCTIONS: dict[str, RuleFunction] = {
     "growing_concat": growing_concat,
     "gemm_epilogue": gemm_epilogue,
     "monotonic_before_selection": monotonic_before_selection,
+    "eval_batchnorm": eval_batchnorm,
     "unfused_optimizer": unfused_optimizer,
     "piecewise_launches": piecewise_launches,
 }
