@@ -80,6 +80,22 @@ def test_library_findings_speak_to_the_caller(torch_details):
     assert all("torch.compile" in f.advice for f in chain)
 
 
+def test_a_library_reduction_on_a_few_blocks_gets_the_callers_reshape():
+    """CuPy's column mean and variance of a [104857, 512] matrix on 16 blocks (2.5 ms each,
+    1.8% of DRAM): the reduction's shape is the caller's, and its time earns its severity."""
+    from conftest import analysis_cached
+
+    a = analysis_cached(CORPUS / "cupy_graph_ridge.raw.csv.gz")
+    ids = dict(zip(a.report.launches["launch"], a.report.launches["id"], strict=True))
+    grids = {ids[f.launch]: f for f in a.findings if f.rule == "launch-config.small-grid"}
+    for launch_id in (31, 32, 34):
+        finding = grids[launch_id]
+        assert finding.severity == "high"
+        assert "two steps" in finding.advice and "matrix product" in finding.advice
+    # A GEMM on a small grid keeps the general caller advice, capped at low.
+    assert grids[16].severity == "low" and "work per call is too small" in grids[16].advice
+
+
 def test_details_page_evidence_is_marked_and_less_sure():
     a = analyze(read_report(LINEINFO / "coalescing.details.csv"))
     f = next(f for f in a.findings if f.rule == "coalescing.global-loads")
