@@ -96,6 +96,18 @@ def test_a_library_reduction_on_a_few_blocks_gets_the_callers_reshape():
     assert grids[16].severity == "low" and "work per call is too small" in grids[16].advice
 
 
+def test_the_native_ctc_loss_on_a_few_blocks_gets_the_cudnn_switch():
+    """ATen's CTC recursions on 8 blocks, 49% of an ASR step's first 60 launches."""
+    from conftest import analysis_cached
+
+    a = analysis_cached(CORPUS / "torch_ctc_asr.details.csv.gz")
+    ids = dict(zip(a.report.launches["launch"], a.report.launches["id"], strict=True))
+    grids = {ids[f.launch]: f for f in a.findings if f.rule == "launch-config.small-grid"}
+    for launch_id in (29, 43):
+        assert grids[launch_id].severity == "high" and "cuDNN's CTC" in grids[launch_id].advice
+    assert a.actions[0].category == "launch-config"
+
+
 def test_details_page_evidence_is_marked_and_less_sure():
     a = analyze(read_report(LINEINFO / "coalescing.details.csv"))
     f = next(f for f in a.findings if f.rule == "coalescing.global-loads")
