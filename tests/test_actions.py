@@ -85,3 +85,18 @@ def test_a_finding_group_keeps_each_launch_s_own_severity():
     assert len(group["severities"]) > 1 and group["severity"] == "high"
     durations = analysis.report.launches.set_index("launch")["duration_ns"]
     assert group["time_ns"] == pytest.approx(durations[group["launch_ids"]].sum())
+
+
+def test_kernel_speedups_keep_what_the_host_lets_through():
+    """A recommender step the GPU spends waiting on the host (the queue model: 365 us of
+    waits): launching it at once comes first and removes the waits of its launches; TF32 on
+    its GEMMs keeps only what exceeds the waits left, fusion-like changes keep all of theirs."""
+    analysis = analysis_cached(CORPUS / "torch_recsys_train.raw.csv.gz")
+    waits = sum(analysis.host_waits.values())
+    by_id = {a.id: a for a in analysis.actions}
+    assert analysis.actions[0].id == "launch-as-graph" and waits > 300_000
+    tf32 = by_id["tensor-core-math"]
+    claimed = sum(tf32._claims.values())
+    assert 0 < tf32.estimated_saving_ns < claimed
+    left = waits - sum(analysis.host_waits.get(n, 0.0) for n in by_id["launch-as-graph"].launches)
+    assert tf32.estimated_saving_ns == pytest.approx(max(0.0, claimed - left), rel=0.01)

@@ -12,6 +12,7 @@ across a library's kernels).
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
     from .result import Analysis
 
 COUNTED = ("high", "medium")  # only findings at these severities make an action
+# Changes that remove launches (fusing them, launching the step at once) remove the host's
+# time for them too; a change that only makes kernels faster leaves the host's pace alone.
+REMOVES_LAUNCHES = {"fusion", "launch-overhead"}
 # Where a kernel sits (memory-, latency-bound, a hot spot) is context for the changes, not one.
 NOT_A_CHANGE = {"roofline"}
 _CONFIDENCE_RANK = {"high": 0, "medium": 1, "low": 2}
@@ -153,15 +157,22 @@ def build_actions(analysis: Analysis) -> list[Action]:
         where = "" if f.launch is None else f": {names.get(f.launch, '')}"
         if f.rule + where not in action.findings:
             action.findings.append(f.rule + where)
-    return _count_once(list(actions.values()), durations, budgets, ncu_ids)
+    return _count_once(list(actions.values()), durations, budgets, ncu_ids, waits)
 
 
 def _count_once(actions: list[Action], durations: dict[int, float],
-                budgets: dict[int, float], ncu_ids: dict[int, object]) -> list[Action]:
+                budgets: dict[int, float], ncu_ids: dict[int, object],
+                waits: Mapping[int, float]) -> list[Action]:
     """Give each launch's time to the actions in rank order, then rank by what they keep.
 
     A launch's budget is its GPU time and the wait before it; the time at stake is GPU time.
+    In the host queue model a kernel that finishes sooner in a step whose GPU waits on the
+    host only waits longer: a change that makes kernels faster keeps what is left of its
+    saving after the waits the changes ranked above it have not removed (a step that repeats
+    has every wait after some of its kernels, so their sum is the bound, whatever the order,
+    which a census-weighted profile does not keep).
     """
+    waits_left = float(sum(waits.values()))
     def raw(a: Action) -> float:
         return weighted_saving(sum(a._claims.values()), a.confidence) or 0.0
 
@@ -176,6 +187,10 @@ def _count_once(actions: list[Action], durations: dict[int, float],
                 take = min(s, remaining.get(n, 0.0))
                 remaining[n] = remaining.get(n, 0.0) - take
                 kept += take
+            if a.category in REMOVES_LAUNCHES:  # the waits before its launches go with them
+                waits_left = max(0.0, waits_left - sum(waits.get(n, 0.0) for n in a.launches))
+            else:
+                kept = max(0.0, kept - waits_left)
             a.estimated_saving_ns = kept
 
     def key(a: Action) -> tuple:
