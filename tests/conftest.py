@@ -28,19 +28,24 @@ SAMPLE_CAPTURES = sorted(
 
 
 def folder_and_form(path: Path) -> tuple[str, str]:
-    """(folder, export form): ``demos_lineinfo``, ``.raw.csv`` (the name's last suffixes)."""
+    """(folder, export form): ``sample_reports/demos``, ``.raw.csv`` (the last suffixes)."""
     suffixes = [s for s in path.suffixes if s != ".gz"][-2:]
-    return path.parent.name, "".join(suffixes)
+    return path.parent.relative_to(ROOT).as_posix(), "".join(suffixes)
+
+
+def first_of_each(paths) -> set[Path]:
+    """The first of ``paths`` in each folder and export form."""
+    first: dict[tuple[str, str], Path] = {}
+    for path in paths:
+        first.setdefault(folder_and_form(path), path)
+    return set(first.values())
 
 
 def first_of_each_form(paths, *, marks=(pytest.mark.slow,)) -> list:
     """``paths`` as test parameters: the first capture of each folder and export form runs in
     the quick run, the others carry ``marks`` (CI's slow phase runs them): a check repeated
     over 170 captures took a third of the quick run."""
-    first: dict[tuple[str, str], Path] = {}
-    for path in paths:
-        first.setdefault(folder_and_form(path), path)
-    quick = set(first.values())
+    quick = first_of_each(paths)
     return [path if path in quick else pytest.param(path, marks=list(marks)) for path in paths]
 
 

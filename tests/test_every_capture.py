@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import analysis_cached, folder_and_form, read_cached
+from conftest import analysis_cached, first_of_each, read_cached
 
 from ncu_advisor import ReportParseError, analyze, read_report
 from ncu_advisor.derive.bound import bound_of
@@ -54,9 +54,7 @@ def _ids(paths):
     return [str(p.relative_to(ROOT)) for p in paths]
 
 
-_FIRST_OF_FORM: dict[tuple[str, str], Path] = {}
-for _p in CAPTURES:
-    _FIRST_OF_FORM.setdefault(folder_and_form(_p), _p)
+_FIRST_OF_FORM = first_of_each(CAPTURES)
 
 # The per-variant raw exports (NAME.bad.raw / NAME.good.raw) repeat the launches of NAME.raw,
 # which stays in the quick run; a raw page takes seconds to analyze and render.
@@ -66,7 +64,7 @@ _SLOW = re.compile(r"\.(bad|good)\.raw\.csv(\.gz)?$")
 def _analyzes_marks(path: Path):
     if _SLOW.search(path.name):
         return pytest.param(path, marks=pytest.mark.slow)
-    if path in _FIRST_OF_FORM.values():
+    if path in _FIRST_OF_FORM:
         return path
     if path.parent.name == "corpus":
         # 82 programs in 4 forms: the quick run and CI take the first of each form (the dev
@@ -96,7 +94,7 @@ def test_capture_analyzes(path):
 # The HTML page of a capture takes ~0.2 s: the quick run renders the first capture of each
 # folder and form, the sweep (-m slow) every one.
 @pytest.mark.parametrize("path", [
-    p if p in _FIRST_OF_FORM.values() and not _SLOW.search(p.name)
+    p if p in _FIRST_OF_FORM and not _SLOW.search(p.name)
     else pytest.param(p, marks=[pytest.mark.slow, pytest.mark.sweep]) for p in CAPTURES],
     ids=_ids(CAPTURES))
 def test_capture_renders_html(path):
