@@ -173,6 +173,8 @@ def _count_once(actions: list[Action], durations: dict[int, float],
     which a census-weighted profile does not keep).
     """
     waits_left = float(sum(waits.values()))
+    waits_gone: set[int] = set()  # launches whose wait a launch-removing change took
+
     def raw(a: Action) -> float:
         return weighted_saving(sum(a._claims.values()), a.confidence) or 0.0
 
@@ -188,7 +190,9 @@ def _count_once(actions: list[Action], durations: dict[int, float],
                 remaining[n] = remaining.get(n, 0.0) - take
                 kept += take
             if a.category in REMOVES_LAUNCHES:  # the waits before its launches go with them
-                waits_left = max(0.0, waits_left - sum(waits.get(n, 0.0) for n in a.launches))
+                gone = set(a.launches) - waits_gone
+                waits_gone |= gone
+                waits_left = max(0.0, waits_left - sum(waits.get(n, 0.0) for n in gone))
             else:
                 kept = max(0.0, kept - waits_left)
             a.estimated_saving_ns = kept

@@ -1183,7 +1183,6 @@ def piecewise_launches(rule: Rule, quantities: pd.DataFrame,
     return findings, []
 
 
-
 # Inference BatchNorm by name: cuDNN's inference kernel, or PyTorch's native path, which
 # computes 1/sqrt(running_var + eps) in its own launch before the transform (training
 # computes batch statistics there instead: batch_norm_collect_statistics).
