@@ -57,6 +57,23 @@ def test_rule_messages_state_the_numbers(torch_details):
         "local-memory"
 
 
+def test_a_details_page_states_the_fp64_work_as_the_raw_page_counts_it():
+    """ncu's FP roofline message gives the FP64 share and the peak ratio; Hopper's "Shared"
+    pipe dominated by FP64 is the FP64 pipe, not the tensor pipe."""
+    corpus = ROOT / "sample_reports" / "corpus"
+    raw = analyze(read_report(corpus / "cuda_compute_patterns.raw.csv.gz")).quantities
+    details = analyze(read_report(corpus / "cuda_compute_patterns.details.csv.gz")).quantities
+    f64 = 10  # cubic_root_f64: 93% of its FLOPs FP64, FP64 pipe 52%
+    assert details.loc[f64, "fp32_over_fp64_peak"] == raw.loc[f64, "fp32_over_fp64_peak"] == 2.0
+    assert details.loc[f64, "fp64_flop_share_pct"] == pytest.approx(
+        raw.loc[f64, "fp64_flop_share_pct"], abs=1.5)
+    assert details.loc[f64, "fp64_pipe_pct"] == pytest.approx(raw.loc[f64, "fp64_pipe_pct"],
+                                                              abs=0.5)
+    assert not details.loc[f64, "tensor_pipe_pct"] > 1.0  # NaN or idle, as on the raw page
+    assert details.loc[f64, "fp64_saving_pct"] == pytest.approx(raw.loc[f64, "fp64_saving_pct"],
+                                                                abs=1.0)
+
+
 def test_library_findings_speak_to_the_caller(torch_details):
     a = analyze(read_report([FOREIGN / "torch_ops.details.csv.gz",
                              FOREIGN / "torch_ops.raw.csv.gz"]))

@@ -14,7 +14,8 @@ import pytest
 from conftest import ncu_calls, ncu_profile_call, use_fake_ncu
 
 from ncu_advisor.cli.app import main, route
-from ncu_advisor.derive.quantities import BY_NAME, QUANTITIES, inputs_of, known, metrics_of
+from ncu_advisor.derive.quantities import BY_NAME, QUANTITIES, known, metrics_of, routes_of
+from ncu_advisor.errors import NcuAdviseError
 from ncu_advisor.profiling import sections as collect
 from ncu_advisor.profiling.run import build_ncu_command, run_profile
 from ncu_advisor.profiling.session import LiveDisplay, _NcuOutput
@@ -56,7 +57,7 @@ def _computable(name: str, collected: set[str]) -> bool:
     if name in BY_NAME:
         quantity = BY_NAME[name]
         return not quantity.sources or any(set(s.metrics) <= collected for s in quantity.sources)
-    return all(_computable(dep, collected) for dep in inputs_of(name))
+    return any(all(_computable(dep, collected) for dep in route) for route in routes_of(name))
 
 
 def test_left_out_metrics_cost_no_rule_its_condition_or_estimate():
@@ -209,6 +210,25 @@ def test_full_set_is_one_flag_away():
 ])
 def test_routing(argv, routed):
     assert route(argv) == routed
+
+
+def test_a_saved_report_or_folder_first_is_analyzed(tmp_path, monkeypatch, capsys):
+    """`ncu-advise run.csv` and `ncu-advise reports/` analyze; an executable file is profiled."""
+    monkeypatch.chdir(tmp_path)
+    report = ROOT / "sample_reports" / "corpus" / "cuda_nbody.raw.csv.gz"
+    (tmp_path / "run.csv.gz").write_bytes(report.read_bytes())
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "notes.txt").write_text("not ncu output\n")
+    app = tmp_path / "app.csv"
+    app.write_text("#!/bin/sh\n")
+    app.chmod(0o755)
+    assert route(["run.csv.gz", "-f", "json"]) == ["analyze", "run.csv.gz", "-f", "json"]
+    assert route(["reports"]) == ["analyze", "reports"]
+    assert route(["./app.csv"]) == ["profile", "./app.csv"]  # a program, whatever its name
+    with pytest.raises(NcuAdviseError, match="unknown command 'notes.txt'"):
+        route(["notes.txt"])
+    assert main(["run.csv.gz", "--top", "1"]) == 0
+    assert "nbody" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("word, suggestion", [("grep", None), ("analyse", "analyze"),

@@ -119,15 +119,20 @@ def test_derived_dependencies_are_the_formula_inputs():
         assert set(d.inputs) <= earlier, (d.name, set(d.inputs) - earlier)
         earlier.add(d.name)
         assert DERIVED_INFO[d.name][2] == d.inputs
-        # Changing any input changes the result somewhere: no input is declared but unused.
+        # Changing any input changes the result somewhere: no input is declared but unused. A
+        # fallback route's inputs count where the routes preferred to it lack an input.
+        assert set().union(*d.routes) == set(d.inputs) if d.routes else True, d.name
         rng = np.random.default_rng(14)
-        base = pd.DataFrame({i: rng.uniform(0.0, 150.0, 64) for i in d.inputs})
-        ref = d.fn(*(base[i] for i in d.inputs))
-        for i in d.inputs:
-            moved = base.copy()
-            moved[i] = rng.uniform(0.0, 150.0, 64)
-            out = d.fn(*(moved[n] for n in d.inputs))
-            assert not np.allclose(ref.fillna(-1), out.fillna(-1)), (d.name, i)
+        for k, route in enumerate(d.routes or (d.inputs,)):
+            base = pd.DataFrame({i: rng.uniform(0.0, 150.0, 64) for i in d.inputs})
+            for preferred in d.routes[:k]:
+                base[preferred[0]] = np.nan
+            ref = d.fn(*(base[i] for i in d.inputs))
+            for i in route:
+                moved = base.copy()
+                moved[i] = rng.uniform(0.0, 150.0, 64)
+                out = d.fn(*(moved[n] for n in d.inputs))
+                assert not np.allclose(ref.fillna(-1), out.fillna(-1)), (d.name, i)
 
 
 def test_measured_quantities_read_exactly_their_formula_metrics():

@@ -73,6 +73,9 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     "corpus_cuda_transpose": ("sample_reports/corpus/cuda_transpose.raw.csv.gz",),
     # A reduction ladder (dev): its first version tests `tid % (2 * s)` in the tree.
     "corpus_cuda_reduction": ("sample_reports/corpus/cuda_reduction.raw.csv.gz",),
+    # An n-body step in double (dev), from the details page alone: the FP64 share comes from
+    # ncu's FP roofline message (shares of the two peaks and their ratio).
+    "corpus_cuda_nbody_details": ("sample_reports/corpus/cuda_nbody.details.csv.gz",),
     # An SGEMM ladder (dev): naive, shared-memory tiled, register-tiled, cuBLAS.
     "corpus_cuda_gemm": ("sample_reports/corpus/cuda_gemm.raw.csv.gz",),
     # A direct 3x3 convolution, one output per thread, beside cuDNN's (dev, batch 7).

@@ -24,6 +24,7 @@ app = typer.Typer(
     name="ncu-advise",
     help="Ranked, evidence-backed optimization advice from Nsight Compute profiles.\n\n"
          "Profile a program: ncu-advise ./app [args]   (same as: ncu-advise profile ./app)\n\n"
+         "Analyze saved reports: ncu-advise run.csv   (same as: ncu-advise analyze run.csv)\n\n"
          "ncu-advise --version prints the version; --install-completion adds tab completion "
          "to your shell.",
     add_completion=True,
@@ -78,6 +79,20 @@ def _is_explicit_program(word: str) -> bool:
     return os.sep in word or bool(os.altsep and os.altsep in word)
 
 
+def _is_saved_report(word: str) -> bool:
+    """A folder, or a file that is not a program and that a reader would read as a report.
+
+    ``ncu-advise run.csv`` and ``ncu-advise reports/`` mean ``analyze``: neither can be
+    profiled, and the error for a program that does not run would send the user astray.
+    """
+    from ..readers.dispatch import looks_like_report
+
+    path = Path(word)
+    if path.is_dir():
+        return True
+    return (path.is_file() and not os.access(path, os.X_OK) and looks_like_report(path))
+
+
 VERSION_OPTIONS = ("--version", "-V")
 
 
@@ -86,8 +101,9 @@ def route(argv: list[str]) -> list[str]:
 
     ``ncu-advise ./app args`` and ``ncu-advise -o DIR -c 20 ./app args`` are ``profile``; a
     program on PATH is named after ``--`` (``ncu-advise -- python3 train.py``) or with the
-    command (``ncu-advise profile python3 train.py``). A first word that is neither a command
-    nor such a program is an unknown command, not a program that happens to share its name.
+    command (``ncu-advise profile python3 train.py``). A saved report or a folder as the first
+    word (``ncu-advise run.csv``) is ``analyze``. A first word that is none of these is an
+    unknown command, not a program that happens to share its name.
 
     Raises:
         NcuAdviseError: The first word is not a command, and not explicitly a program.
@@ -103,6 +119,8 @@ def route(argv: list[str]) -> list[str]:
         i += 2 if argv[i] in _PROFILE_VALUE_OPTIONS else 1
     if i < len(argv) and argv[i] == "--":
         return ["profile", *argv]  # what follows -- is the program, whatever its name
+    if i < len(argv) and _is_saved_report(argv[i]):
+        return ["analyze", *argv]
     if i >= len(argv) or _is_explicit_program(argv[i]):
         return ["profile", *argv]  # no program: profile's own usage error says so
     word = argv[i]

@@ -107,7 +107,7 @@ def detect_form(path: Path, head: bytes) -> str:
     return form or "csv"  # anything else: the CSV reader says what is wrong with it
 
 
-def _looks_like_report(path: Path) -> bool:
+def looks_like_report(path: Path) -> bool:
     """Whether a file found in a folder is one to read.
 
     Every .csv and .ncu-rep, and the .txt/.log files whose content is ncu's output: folders
@@ -146,7 +146,7 @@ def expand_paths(paths: Iterable[str | os.PathLike],
         path = Path(p)
         if path.is_dir():
             found = sorted(f for f in _walk(path, problems) if f.is_file()
-                           and _looks_like_report(f))
+                           and looks_like_report(f))
             if not found:
                 raise ReportParseError(f"{path}: directory holds no .csv or .ncu-rep reports "
                                        "(nor ncu text output)")

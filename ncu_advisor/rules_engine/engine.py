@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..derive.quantities import inputs_of
+from ..derive.quantities import routes_of
 from .conditions import condition_mask, severity_levels
 from .findings import (
     CONFIDENCE_STEPS,
@@ -95,15 +95,18 @@ def _unknown(name: str, quantities: pd.DataFrame, memo: dict) -> np.ndarray:
     """Where a quantity is missing for lack of a metric (one boolean per launch).
 
     A measured quantity is missing where it is NaN. A derived one only where it is NaN *and*
-    one of its inputs is missing: a ratio over zero DRAM bytes, or the FP64 share of a kernel
-    without floating-point work, is a condition that does not hold, not a metric to collect.
+    every route to it lacks an input: a ratio over zero DRAM bytes, or the FP64 share of a
+    kernel without floating-point work, is a condition that does not hold, not a metric to
+    collect.
     """
     if name not in memo:
         value = (quantities[name].isna().to_numpy() if name in quantities
                  else np.ones(len(quantities), dtype=bool))
-        inputs = inputs_of(name)
-        if inputs:
-            value = value & np.logical_or.reduce([_unknown(i, quantities, memo) for i in inputs])
+        routes = [r for r in routes_of(name) if r]
+        if routes:
+            value = value & np.logical_and.reduce([
+                np.logical_or.reduce([_unknown(i, quantities, memo) for i in route])
+                for route in routes])
         memo[name] = value
     return memo[name]
 
@@ -112,10 +115,10 @@ def _missing_inputs(name: str, row: int, memo: dict) -> list[str]:
     """The measured quantities behind ``name`` missing on one row (what to collect)."""
     if not memo[name][row]:
         return []
-    inputs = inputs_of(name)
-    if not inputs:
+    routes = routes_of(name)
+    if not routes or not routes[0]:
         return [name]
-    return [m for i in inputs for m in _missing_inputs(i, row, memo)]
+    return [m for i in routes[0] for m in _missing_inputs(i, row, memo)]  # the preferred
 
 
 def _records(values: np.ndarray, rows: np.ndarray, columns: list[str]):
