@@ -224,6 +224,7 @@ def test_a_saved_report_or_folder_first_is_analyzed(tmp_path, monkeypatch, capsy
     app.chmod(0o755)
     assert route(["run.csv.gz", "-f", "json"]) == ["analyze", "run.csv.gz", "-f", "json"]
     assert route(["reports"]) == ["analyze", "reports"]
+    assert route(["-", "-f", "json"]) == ["analyze", "-", "-f", "json"]  # standard input
     assert route(["./app.csv"]) == ["profile", "./app.csv"]  # a program, whatever its name
     with pytest.raises(NcuAdviseError, match="unknown command 'notes.txt'"):
         route(["notes.txt"])

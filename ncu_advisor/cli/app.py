@@ -102,8 +102,8 @@ def route(argv: list[str]) -> list[str]:
     ``ncu-advise ./app args`` and ``ncu-advise -o DIR -c 20 ./app args`` are ``profile``; a
     program on PATH is named after ``--`` (``ncu-advise -- python3 train.py``) or with the
     command (``ncu-advise profile python3 train.py``). A saved report or a folder as the first
-    word (``ncu-advise run.csv``) is ``analyze``. A first word that is none of these is an
-    unknown command, not a program that happens to share its name.
+    word (``ncu-advise run.csv``), or ``-`` for standard input, is ``analyze``. A first word
+    that is none of these is an unknown command, not a program that happens to share its name.
 
     Raises:
         NcuAdviseError: The first word is not a command, and not explicitly a program.
@@ -114,6 +114,8 @@ def route(argv: list[str]) -> list[str]:
     commands = command_names()
     if argv[0] in commands:
         return argv
+    if argv[0] == "-":  # a report on standard input: `ncu --csv ./app | ncu-advise -`
+        return ["analyze", *argv]
     i = 0
     while i < len(argv) and argv[i].startswith("-") and argv[i] != "--":
         i += 2 if argv[i] in _PROFILE_VALUE_OPTIONS else 1
