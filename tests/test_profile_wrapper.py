@@ -230,6 +230,8 @@ def test_a_saved_report_or_folder_first_is_analyzed(tmp_path, monkeypatch, capsy
         route(["notes.txt"])
     assert main(["run.csv.gz", "--top", "1"]) == 0
     assert "nbody" in capsys.readouterr().out
+    assert main(["gone.ncu-rep"]) == 2  # a report's name that is not there: not a command
+    assert "gone.ncu-rep: no such file" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("word, suggestion", [("grep", None), ("analyse", "analyze"),

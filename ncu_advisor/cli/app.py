@@ -85,11 +85,14 @@ def _is_saved_report(word: str) -> bool:
     ``ncu-advise run.csv`` and ``ncu-advise reports/`` mean ``analyze``: neither can be
     profiled, and the error for a program that does not run would send the user astray.
     """
-    from ..readers.dispatch import looks_like_report
+    from ..readers.common import base_suffix
+    from ..readers.dispatch import REPORT_FILE_SUFFIXES, looks_like_report
 
     path = Path(word)
     if path.is_dir():
         return True
+    if not path.exists():  # a report's name: analyze says it is not there
+        return base_suffix(path) in (".csv", *REPORT_FILE_SUFFIXES)
     return (path.is_file() and not os.access(path, os.X_OK) and looks_like_report(path))
 
 
