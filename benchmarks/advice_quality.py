@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tomllib
 from functools import cache, partial
@@ -157,6 +158,32 @@ def fix_savings(split: str = "all", form: str = "raw") -> list[dict]:
     return out
 
 
+def fix_summary(fixes: list[dict]) -> list[str]:
+    """Per category of change, and over all: the median ratio of estimated to measured saving,
+    how many fixes are within a factor 1.5, and the worst (issue 23's "savings that hold").
+
+    Only fixes with a ratio count: a fix with no estimate (no rule names its problem) is a
+    miss, listed in the table above, not an estimator's error.
+    """
+    by: dict[str, list[dict]] = {}
+    for f in fixes:
+        if f["ratio"] is not None and f["ratio"] > 0:
+            by.setdefault(f["category"], []).append(f)
+            by.setdefault("all", []).append(f)
+    lines = ["| category | fixes with a ratio | median ratio | within 1.5x | worst |",
+             "|---|---|---|---|---|"]
+    for category in sorted(by, key=lambda c: (c == "all", c)):
+        rows = by[category]
+        ratios = sorted(f["ratio"] for f in rows)
+        n = len(ratios)
+        median = (ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2)
+        within = sum(1 for r in ratios if 1 / 1.5 <= r <= 1.5)
+        worst = max(rows, key=lambda f: abs(math.log(f["ratio"])))
+        lines.append(f"| {category} | {n} | {median:.2f} | {within}/{n} | "
+                     f"{worst['ratio']:.2f} ({worst['fix']}) |")
+    return lines
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:.0f}%"
 
@@ -216,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{f['split']} | {f['estimated_ns'] / 1e3:,.1f} us | "
                   f"{'' if captured is None else f'{captured / 1e3:,.1f} us'} | "
                   f"{ratio} | {'' if wall is None else f'{wall / 1e3:,.1f} us'} |")
+        print()
+        print("\n".join(fix_summary(fixes)))
     if args.cases:
         for form, r in results.items():
             t = r["ncu-advise"]
