@@ -583,6 +583,12 @@ DERIVED: tuple[Derived, ...] = (
             lambda g, n: (100.0 * g / n).clip(upper=100.0)),
     Derived("wave_tail_waste_pct", "%", "time lost to the partial last wave (estimate)",
             ("waves_per_sm",), _tail_waste_pct),
+    # What the tail can cost is also bounded by the busiest unit's headroom: a kernel at 83% of
+    # a memory level over its whole run, tail included, is at most 17% from that roof (the
+    # tail's few blocks get the bandwidth the idle SMs leave).
+    Derived("wave_tail_saving_pct", "%", "time a whole number of waves would save (estimate)",
+            ("wave_tail_waste_pct", "max_throughput_pct"),
+            lambda waste, busiest: np.minimum(waste, (100.0 - busiest.fillna(0.0)).clip(0.0))),
     Derived("block_lane_waste_pct", "%", "idle lanes in the last warp of each block",
             ("block_size",),
             lambda b: 100.0 * (np.ceil(b / 32.0) * 32.0 - b) / (np.ceil(b / 32.0) * 32.0)),
