@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import sys
 import tomllib
 from functools import cache, partial
@@ -174,9 +175,9 @@ def fix_summary(fixes: list[dict]) -> list[str]:
              "|---|---|---|---|---|"]
     for category in sorted(by, key=lambda c: (c == "all", c)):
         rows = by[category]
-        ratios = sorted(f["ratio"] for f in rows)
+        ratios = [f["ratio"] for f in rows]
         n = len(ratios)
-        median = (ratios[n // 2] if n % 2 else (ratios[n // 2 - 1] + ratios[n // 2]) / 2)
+        median = statistics.median(ratios)
         within = sum(1 for r in ratios if 1 / 1.5 <= r <= 1.5)
         worst = max(rows, key=lambda f: abs(math.log(f["ratio"])))
         lines.append(f"| {category} | {n} | {median:.2f} | {within}/{n} | "

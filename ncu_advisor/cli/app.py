@@ -85,15 +85,15 @@ def _is_saved_report(word: str) -> bool:
     ``ncu-advise run.csv`` and ``ncu-advise reports/`` mean ``analyze``: neither can be
     profiled, and the error for a program that does not run would send the user astray.
     """
-    from ..readers.common import base_suffix
-    from ..readers.dispatch import REPORT_FILE_SUFFIXES, looks_like_report
+    from ..readers.dispatch import looks_like_report
 
     path = Path(word)
     if path.is_dir():
         return True
-    if not path.exists():  # a report's name: analyze says it is not there
-        return base_suffix(path) in (".csv", *REPORT_FILE_SUFFIXES)
-    return (path.is_file() and not os.access(path, os.X_OK) and looks_like_report(path))
+    if path.exists() and (not path.is_file() or os.access(path, os.X_OK)):
+        return False  # a program (or a pipe, a device): never read here
+    # By name, a .txt/.log by its content; a missing report's name too: analyze says so.
+    return looks_like_report(path)
 
 
 VERSION_OPTIONS = ("--version", "-V")
