@@ -140,15 +140,34 @@ def test_a_live_captures_own_output_never_rejects_it(tmp_path, preamble):
     assert len(doc["kernels"]) == 2
 
 
+@pytest.mark.parametrize("codec", ["gz", "xz"])
 @pytest.mark.parametrize("src", [DETAILS, RAW], ids=["details", "raw"])
-def test_a_gzip_cut_at_99_percent_is_read_in_part(tmp_path, src):
+def test_a_compressed_file_cut_at_99_percent_is_read_in_part(tmp_path, src, codec):
     import gzip
+    import lzma
 
-    data = gzip.compress(src.read_bytes())
-    path = tmp_path / f"cut.{src.name}.gz"
+    data = (gzip.compress if codec == "gz" else lzma.compress)(src.read_bytes())
+    path = tmp_path / f"cut.{src.name}.{codec}"
     path.write_bytes(data[: int(len(data) * 0.99)])
     doc = _json(["analyze", str(path)], tmp_path)
     assert doc["kernels"] and any("ends early" in w for w in doc["warnings"])
+
+
+def test_an_xz_export_reads_as_its_plain_copy_and_a_broken_one_is_one_line(tmp_path, capsys):
+    import lzma
+
+    # Concatenated streams with stream padding between them, as `xz` may write them.
+    data = DETAILS.read_bytes()
+    packed = tmp_path / "two.details.csv.xz"
+    packed.write_bytes(lzma.compress(data[:3000]) + b"\0" * 8 + lzma.compress(data[3000:]))
+    def advice(path):
+        doc = _json(["analyze", str(path)], tmp_path)
+        return [(f["rule"], f["severity"], f["launch_ids"]) for f in doc["findings"]]
+    assert advice(packed) == advice(DETAILS) != []
+    capsys.readouterr()
+    broken = tmp_path / "broken.details.csv.xz"
+    broken.write_bytes(b"not xz at all\n" * 10)
+    assert "broken xz file" in _one_line_error(["analyze", str(broken)], capsys)
 
 
 def test_a_gzip_bomb_and_an_endless_line_stop_early(tmp_path, capsys, monkeypatch):

@@ -345,17 +345,22 @@ def _findings(report):
                   for f in analysis.findings)
 
 
-# ~17 s over its three packings: the decoder capture read and analyzed each time.
+# ~22 s over its four packings: the decoder capture read and analyzed each time.
 @pytest.mark.slow
-@pytest.mark.parametrize("packing", ["gzip", "zstd", "no suffix"])
+@pytest.mark.parametrize("packing", ["gzip", "xz", "zstd", "no suffix"])
 def test_a_compressed_or_renamed_report_reads_as_the_report(tmp_path, packing):
-    """`.ncu-rep.gz`, a zstd-compressed `.ncu-repz` and a report without its suffix are known
-    by content (the zstd case is our own compression of a real report: no ncu here writes
+    """`.ncu-rep.gz`, `.ncu-rep.xz`, a zstd-compressed `.ncu-repz` and a report without its
+    suffix are known by content (the zstd case is our own compression of a real report: no ncu here writes
     .ncu-repz, which Nsight Compute 2026.3 does by default)."""
     data = gzip.decompress(REP.read_bytes())  # the capture is stored gzipped
     if packing == "gzip":
         target = tmp_path / "forms_app.ncu-rep.gz"
         target.write_bytes(gzip.compress(data))
+    elif packing == "xz":
+        import lzma
+
+        target = tmp_path / "forms_app.ncu-rep.xz"
+        target.write_bytes(lzma.compress(data))
     elif packing == "zstd":
         zstandard = pytest.importorskip("zstandard")
         target = tmp_path / "forms_app.ncu-repz"

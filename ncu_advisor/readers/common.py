@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import lzma
 import os
 import re
 import zlib
@@ -33,13 +34,22 @@ _CHUNK = 1 << 20
 csv.field_size_limit(MAX_LINE)
 
 
-class InputStream:
-    """An input file read in chunks, decompressing ``.gz``, within the bounds above.
+# Compressed inputs, known by their last suffix: gzip (what users attach) and xz (what the
+# bundled captures are stored as: ncu's CSV pages shrink ~4x further than with gzip).
+COMPRESSION = {".gz": "gzip", ".xz": "xz"}
 
-    * A gzip stream cut short (a copy stopped at 99%) ends where its data ends:
+
+def _decoder(codec: str):
+    return zlib.decompressobj(31) if codec == "gzip" else lzma.LZMADecompressor(lzma.FORMAT_XZ)
+
+
+class InputStream:
+    """An input file read in chunks, decompressing ``.gz`` and ``.xz``, within the bounds above.
+
+    * A compressed stream cut short (a copy stopped at 99%) ends where its data ends:
       ``truncated`` is set and the reader says so, instead of refusing the file.
     * A line longer than :data:`MAX_LINE`, more than ``limit`` bytes, or a decompressed
-      size far beyond the file's (a gzip bomb) is a :class:`ReportParseError` at once,
+      size far beyond the file's (a bomb) is a :class:`ReportParseError` at once,
       before memory runs out.
     """
 
@@ -55,9 +65,9 @@ class InputStream:
         except BaseException:
             self._raw.close()
             raise
-        # gzip inflated here, not by GzipFile: a stream cut short keeps all it inflated.
-        self._gzip = path.suffix.lower() == ".gz"
-        self._z = zlib.decompressobj(31) if self._gzip else None
+        # Inflated here, not by GzipFile/LZMAFile: a stream cut short keeps all it inflated.
+        self._codec = COMPRESSION.get(path.suffix.lower())
+        self._z = _decoder(self._codec) if self._codec else None
         self._tail = b""
 
     def __enter__(self) -> InputStream:
@@ -86,24 +96,29 @@ class InputStream:
     def _inflate(self, n: int) -> bytes:
         from ..errors import ReportParseError
 
+        xz = self._codec == "xz"
         while True:
-            if self._z.eof:  # a member ends: another may follow (gzip files concatenated)
+            if self._z.eof:  # a member ends: another may follow (files concatenated)
                 rest = self._z.unused_data or self._raw.read(1 << 16)
                 if not rest.strip(b"\0"):
                     return b""
-                self._z, self._tail = zlib.decompressobj(31), rest
-            data = self._tail or self._raw.read(1 << 16)
-            if not data:
-                if self.size == 0:
-                    raise ReportParseError(f"{self.path}: broken gzip file (it ends before "
-                                           "any data)")
-                self.truncated = True  # cut short: what came before is the file's data
-                return b""
+                self._z, self._tail = _decoder(self._codec), rest.lstrip(b"\0") if xz else rest
+            if xz and not self._z.needs_input:
+                data = b""  # the decoder holds output beyond the last call's n bytes
+            else:
+                data = self._tail or self._raw.read(1 << 16)
+                if not data:
+                    if self.size == 0:
+                        raise ReportParseError(f"{self.path}: broken {self._codec} file (it "
+                                               "ends before any data)")
+                    self.truncated = True  # cut short: what came before is the file's data
+                    return b""
             try:
                 out = self._z.decompress(data, n)
-            except zlib.error as exc:
-                raise ReportParseError(f"{self.path}: broken gzip file ({exc})") from None
-            self._tail = self._z.unconsumed_tail
+            except (zlib.error, lzma.LZMAError) as exc:
+                raise ReportParseError(f"{self.path}: broken {self._codec} file ({exc})") \
+                    from None
+            self._tail = b"" if xz else self._z.unconsumed_tail
             if out:
                 return out
 
@@ -112,7 +127,7 @@ class InputStream:
 
         if self.truncated:
             return b""
-        chunk = self._inflate(n) if self._gzip else self._raw.read(n)
+        chunk = self._inflate(n) if self._codec else self._raw.read(n)
         self.size += len(chunk)
         end = max(chunk.rfind(b"\n"), chunk.rfind(b"\r"))
         self._line = self._line + len(chunk) if end < 0 else len(chunk) - end - 1
@@ -125,21 +140,36 @@ class InputStream:
                 f"{self.path}: more than {self.limit >> 20} MiB of text, the most "
                 f"{self.what or 'this reader'} holds in memory; export the raw page "
                 "(ncu --import R.ncu-rep --csv --page raw), which is read streamed")
-        if self._gzip and self.size > BOMB_FLOOR \
+        if self._codec and self.size > BOMB_FLOOR \
                 and self.size > BOMB_RATIO * max(self._compressed, 1):
             raise ReportParseError(
-                f"{self.path}: decompresses to more than {BOMB_RATIO}x its size (a gzip "
-                "bomb?); no ncu export does")
+                f"{self.path}: decompresses to more than {BOMB_RATIO}x its size (a "
+                f"{self._codec} bomb?); no ncu export does")
         return chunk
 
 
 def read_input_bytes(path: Path, limit: int | None = MAX_WHOLE) -> bytes:
-    """Return a file's bytes, decompressing ``.gz`` files (saved or attached logs often are).
+    """Return a file's bytes, decompressing ``.gz``/``.xz`` files (saved logs often are).
 
-    Within the bounds of :class:`InputStream`; a gzip stream cut short gives what it holds.
+    Within the bounds of :class:`InputStream`; a stream cut short gives what it holds.
     """
     with InputStream(path, limit, "a reader of the whole file") as fh:
         return fh.read()
+
+
+def read_prefix(path: Path, size: int) -> bytes:
+    """A file's first ``size`` bytes, decompressed.
+
+    b"" where a compressed file will not decompress (its reader says why); OSError passes,
+    for the caller to name an unreadable file.
+    """
+    from ..errors import ReportParseError
+
+    try:
+        with InputStream(path) as fh:
+            return fh.read(size)
+    except ReportParseError:
+        return b""
 
 
 def path_text(path) -> str:
@@ -154,9 +184,9 @@ def path_text(path) -> str:
 
 
 def base_suffix(path: Path) -> str:
-    """The suffix that names the form, below a ``.gz``: ``x.csv.gz`` -> ``.csv``."""
+    """The suffix that names the form, below a ``.gz``/``.xz``: ``x.csv.xz`` -> ``.csv``."""
     suffixes = [s.lower() for s in path.suffixes]
-    if suffixes and suffixes[-1] == ".gz":
+    if suffixes and suffixes[-1] in COMPRESSION:
         suffixes = suffixes[:-1]
     return suffixes[-1] if suffixes else ""
 

@@ -8,10 +8,8 @@ kernel in several files merged, lean reading (only the metrics the analysis read
 from __future__ import annotations
 
 import ctypes
-import gzip
 import os
 import re
-import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -21,7 +19,7 @@ import pyarrow as pa
 
 from ..errors import ReportNotFoundError, ReportParseError
 from ..report import LAUNCH_COLUMNS, METRIC_COLUMNS, RULE_COLUMNS, Report
-from .common import base_suffix, path_text
+from .common import base_suffix, path_text, read_prefix
 from .csv_export import read_csv_export
 from .ncu_rep import is_report_head, read_ncu_rep
 from .session_page import looks_like_session_page, read_session_page
@@ -53,15 +51,8 @@ SESSION_METRICS = {
 
 
 def read_head(path: Path, size: int = HEAD_BYTES) -> bytes:
-    """Return a file's first ``size`` bytes, decompressed for ``.gz`` (b"" if it will not unzip)."""
-    if path.suffix.lower() != ".gz":
-        with path.open("rb") as fh:
-            return fh.read(size)
-    try:
-        with gzip.open(path, "rb") as fh:
-            return fh.read(size)
-    except (EOFError, zlib.error, gzip.BadGzipFile):
-        return b""  # the reader reports the broken file
+    """Return a file's first ``size`` bytes, decompressed (b"" if it will not decompress)."""
+    return read_prefix(path, size)
 
 
 def _decode_head(head: bytes) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import lzma
 import os
 import pickle
 import signal
@@ -40,6 +41,7 @@ _SPEEDUP_TYPE = {0: None, 1: "local", 2: "global"}
 _REP_MAGIC = b"NVR\x00"  # first bytes of every report ncu 2025.3 writes
 _GZIP_MAGIC = b"\x1f\x8b"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"  # a zstd frame (what a .ncu-repz may hold)
+_XZ_MAGIC = b"\xfd7zXZ\x00"
 _MIN_SIZE = 64  # a report with one kernel result is tens of KB; less is surely cut short
 _CHILD = Path(ncu_rep_child.__file__)
 
@@ -229,19 +231,21 @@ def _bounded_copy(src, dst, path: Path) -> None:
 def _uncompressed(path: Path):
     """The report as a file the native reader can open: itself, or its decompressed copy.
 
-    Known by content, not by name: a gzipped report (``.ncu-rep.gz``) and a zstd-compressed
-    one (where the ``zstandard`` package is installed) are written to a temporary file.
+    Known by content, not by name: a gzipped or xz-compressed report (``.ncu-rep.gz``,
+    ``.ncu-rep.xz``) and a zstd-compressed one (where the ``zstandard`` package is installed)
+    are written to a temporary file.
     """
     with path.open("rb") as fh:
-        magic = fh.read(4)
-    if not magic.startswith((_GZIP_MAGIC, _ZSTD_MAGIC)):
+        magic = fh.read(6)
+    if not magic.startswith((_GZIP_MAGIC, _ZSTD_MAGIC, _XZ_MAGIC)):
         yield path
         return
     with tempfile.TemporaryDirectory(prefix="ncu-advise-") as tmp:
         target = Path(tmp) / "report.ncu-rep"
         try:
-            if magic.startswith(_GZIP_MAGIC):
-                with gzip.open(path, "rb") as src, target.open("wb") as dst:
+            if magic.startswith((_GZIP_MAGIC, _XZ_MAGIC)):
+                opener = gzip.open if magic.startswith(_GZIP_MAGIC) else lzma.open
+                with opener(path, "rb") as src, target.open("wb") as dst:
                     _bounded_copy(src, dst, path)
             else:
                 try:
@@ -254,7 +258,7 @@ def _uncompressed(path: Path):
                 with path.open("rb") as raw, target.open("wb") as dst, \
                         zstandard.ZstdDecompressor().stream_reader(raw) as src:
                     _bounded_copy(src, dst, path)
-        except (OSError, EOFError, zlib.error, _zstd_error()) as exc:
+        except (OSError, EOFError, zlib.error, lzma.LZMAError, _zstd_error()) as exc:
             raise ReportParseError(f"{path}: the compressed report does not decompress "
                                    f"({exc})") from None
         yield target

@@ -19,17 +19,15 @@ the details or raw export read with it: by function name, in order.
 from __future__ import annotations
 
 import csv
-import gzip
 import io
 import re
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..errors import ReportParseError
-from .common import parse_numbers, read_input_bytes
+from .common import parse_numbers, read_input_bytes, read_prefix
 
 # The columns every source_lines table has (stall_* columns are added per reason found).
 SOURCE_LINE_COLUMNS = [
@@ -58,10 +56,8 @@ _SOURCE_PAGE_START = b'"File Path",'
 def is_source_page(path: Path) -> bool:
     """Tell a ``--page source`` CSV export by its first line."""
     try:
-        opener = gzip.open if path.suffix.lower() == ".gz" else open
-        with opener(path, "rb") as fh:
-            head = fh.read(64)
-    except (OSError, EOFError, zlib.error):
+        head = read_prefix(path, 64)
+    except OSError:
         return False
     return head.lstrip(b"\xef\xbb\xbf").startswith(_SOURCE_PAGE_START)
 
