@@ -87,7 +87,7 @@ CORPUS_LABEL_FILES = (DATA / "corpus_labels.toml", DATA / "corpus2_labels.toml",
                       DATA / "corpus6_labels.toml", DATA / "corpus7_labels.toml",
                       DATA / "corpus8_labels.toml", DATA / "corpus9_labels.toml",
                       DATA / "corpus10_labels.toml", DATA / "corpus11_labels.toml",
-                      DATA / "corpus12_labels.toml")
+                      DATA / "corpus12_labels.toml", DATA / "corpus13_labels.toml")
 # Splits changed after a sealed score (a sealed program is scored once, then joins dev).
 CORPUS_SPLITS = DATA / "corpus_splits.toml"
 

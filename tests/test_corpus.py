@@ -34,6 +34,7 @@ FROZEN_SHA256 = {  # each file's hash, as its commit message recorded it
     "corpus10_labels.toml": "0b60095b673aa6d0f8986693cc2c669e2f9e3d20e814f9fc8d824ab0a6bb7786",
     "corpus11_labels.toml": "1822060645629f17731c104f249510a1f420102b2c87e7980edf0af8b576b3cb",
     "corpus12_labels.toml": "1732dbf57078d78f958e5db6667b9b908bf0e4a10a717b457c2cc24ef80f2d45",
+    "corpus13_labels.toml": "eed7ea8a3fe6704b5d568bd994dd428f90fd764b651d2f3d026fbabbae041aa9",
 }
 LABELS = load_corpus_labels()
 DEV = sorted(name for name, label in LABELS.items() if label.split == "dev")
@@ -69,9 +70,10 @@ def test_split_moves_name_sealed_programs_and_a_sealed_set_remains():
 def test_both_splits_are_there():
     splits = {label.split for label in LABELS.values()}
     assert "dev" in splits and splits <= {"dev", "sealed"}
-    # A clean control may have no first action: then the labeller says why (batch 12's AdamW).
+    # A clean control may have no first action: then the labeller says why (batch 12's AdamW,
+    # batch 13's FDTD); such controls stay a small minority of the programs.
     assert all(label.first_action or label.first_action_why for label in LABELS.values())
-    assert sum(not label.first_action for label in LABELS.values()) <= 1
+    assert sum(not label.first_action for label in LABELS.values()) <= len(LABELS) // 10
 
 
 # The quick run checks the details export of every program (test_dev_scores reads it too);
