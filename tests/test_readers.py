@@ -350,8 +350,8 @@ def _findings(report):
 @pytest.mark.parametrize("packing", ["gzip", "xz", "zstd", "no suffix"])
 def test_a_compressed_or_renamed_report_reads_as_the_report(tmp_path, packing):
     """`.ncu-rep.gz`, `.ncu-rep.xz`, a zstd-compressed `.ncu-repz` and a report without its
-    suffix are known by content (the zstd case is our own compression of a real report: no ncu here writes
-    .ncu-repz, which Nsight Compute 2026.3 does by default)."""
+    suffix are known by content (the zstd case is our own compression of a real report: no ncu
+    here writes .ncu-repz, which Nsight Compute 2026.3 does by default)."""
     data = gzip.decompress(REP.read_bytes())  # the capture is stored gzipped
     if packing == "gzip":
         target = tmp_path / "forms_app.ncu-rep.gz"

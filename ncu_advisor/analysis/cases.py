@@ -76,6 +76,15 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     # An n-body step in double (dev), from the details page alone: the FP64 share comes from
     # ncu's FP roofline message (shares of the two peaks and their ratio).
     "corpus_cuda_nbody_details": ("sample_reports/corpus/cuda_nbody.details.csv.gz",),
+    # A bilateral filter's double range weight (dev, batch 13), from either page: issue-bound
+    # on FP64 sequences.
+    "corpus_cuda_bilateral_video_raw": ("sample_reports/corpus/cuda_bilateral_video.raw.csv.gz",),
+    "corpus_cuda_bilateral_video_details": (
+        "sample_reports/corpus/cuda_bilateral_video.details.csv.gz",),
+    # A RoPE/KV-cache Triton kernel (dev, batch 13): one four-warp program per (token, head).
+    "corpus_triton_rope_kv_cache_raw": ("sample_reports/corpus/triton_rope_kv_cache.raw.csv.gz",),
+    "corpus_triton_rope_kv_cache_details": (
+        "sample_reports/corpus/triton_rope_kv_cache.details.csv.gz",),
     # An SGEMM ladder (dev): naive, shared-memory tiled, register-tiled, cuBLAS.
     "corpus_cuda_gemm": ("sample_reports/corpus/cuda_gemm.raw.csv.gz",),
     # A direct 3x3 convolution, one output per thread, beside cuDNN's (dev, batch 7).
