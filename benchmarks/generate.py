@@ -7,9 +7,10 @@ asks (a temp dir) and named ``generated_*``; none is committed.
 
 from __future__ import annotations
 
-import gzip
 import re
 from pathlib import Path
+
+from ncu_advisor.readers.common import read_input_bytes
 
 _ID = re.compile(rb'^"(\d+)"')
 
@@ -21,7 +22,7 @@ def replicate_raw(src: Path, dst: Path, *, launches: int | None = None,
 
     Returns the number of launch rows written.
     """
-    raw = gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes()
+    raw = read_input_bytes(src)
     lines = raw.splitlines(keepends=True)
     start = next(i for i, ln in enumerate(lines) if ln.startswith(b'"ID",'))
     head = lines[start: start + 2]  # header and units row
@@ -60,7 +61,7 @@ def replicate_details(src: Path, dst: Path, *, size_bytes: int) -> int:
 
     Returns the number of launches written.
     """
-    raw = gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes()
+    raw = read_input_bytes(src)
     lines = raw.splitlines(keepends=True)
     start = next(i for i, ln in enumerate(lines) if ln.startswith(b'"ID",'))
     rows = [ln for ln in lines[start + 1:] if _DETAILS_ID.match(ln)]
@@ -85,7 +86,7 @@ def replicate_text(src: Path, dst: Path, *, size_bytes: int) -> int:
 
     Returns the number of copies of the launches written.
     """
-    raw = gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes()
+    raw = read_input_bytes(src)
     at = re.search(rb"^\[\d+\] [^\n]*\n", raw, re.M).end()
     head, body = raw[:at], raw[at:]
     size, copies = len(head), 0
@@ -110,7 +111,7 @@ def one_launch_files(src: Path, dst: Path, *, files: int, same_run: bool = False
     import csv
     import io
 
-    raw = gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes()
+    raw = read_input_bytes(src)
     lines = raw.decode("utf-8").splitlines(keepends=True)
     start = next(i for i, ln in enumerate(lines) if ln.startswith('"ID",'))
     head = "".join(lines[start: start + 2])

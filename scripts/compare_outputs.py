@@ -20,14 +20,14 @@ from pathlib import Path
 
 ROOT = Path.cwd()
 NOT_CAPTURES = re.compile(r"(^|/)(logs/|host\.txt$|pytest_gpu\.txt$|[^/]*\.out\.txt$)")
-PAGES = re.compile(r"\.(session|source)\.(csv|txt)(\.gz)?$")
+PAGES = re.compile(r"\.(session|source)\.(csv|txt)(\.gz|\.xz)?$")
 STAMP = re.compile(r"<time>[^<]*</time>")
 
 
 def captures() -> list[Path]:
     """Every report file, as tests/test_every_capture.py lists them."""
     def form(p: Path) -> str:
-        suffixes = [s for s in p.suffixes if s != ".gz"]
+        suffixes = [s for s in p.suffixes if s not in (".gz", ".xz")]
         return suffixes[-1] if suffixes else ""
     return sorted(p for folder in ("sample_reports", "docs/examples")
                   for p in (ROOT / folder).rglob("*")

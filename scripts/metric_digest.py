@@ -8,7 +8,7 @@ No ncu-advise rule runs: these are measured values (and a few plain ratios of th
 The labels of the evaluation corpus (``tests/data/corpus_labels.toml``) are written from this
 output and the program's source, before the tool's findings on the capture are looked at.
 
-Usage: ``python scripts/metric_digest.py RAW.csv[.gz] [DETAILS.csv[.gz]]``.
+Usage: ``python scripts/metric_digest.py RAW.csv[.gz|.xz] [DETAILS.csv[.gz|.xz]]``.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ SAMPLE_CAPTURES = sorted(
 
 def folder_and_form(path: Path) -> tuple[str, str]:
     """(folder, export form): ``sample_reports/demos``, ``.raw.csv`` (the last suffixes)."""
-    suffixes = [s for s in path.suffixes if s != ".gz"][-2:]
+    suffixes = [s for s in path.suffixes if s not in (".gz", ".xz")][-2:]
     return path.parent.relative_to(ROOT).as_posix(), "".join(suffixes)
 
 

@@ -13,7 +13,7 @@ from ncu_advisor.rules_engine.findings import weighted_saving
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "sample_reports" / "corpus"
-DECODER = CORPUS / "torch_decoder_train.details.csv.gz"
+DECODER = CORPUS / "torch_decoder_train.details.csv.xz"
 
 
 def test_the_eager_training_step_starts_with_compiling_it():
@@ -31,7 +31,7 @@ def test_the_eager_training_step_starts_with_compiling_it():
 def test_savings_are_counted_once_across_actions():
     for name in ("torch_decoder_train", "torch_cnn_train", "cuda_memory_access",
                  "cupy_libraries"):
-        analysis = analysis_cached(CORPUS / f"{name}.details.csv.gz")
+        analysis = analysis_cached(CORPUS / f"{name}.details.csv.xz")
         launches = analysis.report.launches
         time_of = dict(zip(launches["launch"], launches["duration_ns"] * launches["invocations"],
                            strict=True))
@@ -51,7 +51,7 @@ def test_savings_are_counted_once_across_actions():
 def test_two_changes_to_one_launch_compose_not_add():
     """An n-body kernel in double on 64 blocks: the grid fix saves about half, then float saves
     its 40% of what is left, not 40% of the original time (2.1 + 1.6 of 4.1 ms before)."""
-    analysis = analysis_cached(CORPUS / "cuda_nbody.details.csv.gz")
+    analysis = analysis_cached(CORPUS / "cuda_nbody.details.csv.xz")
     on_kernel = [a for a in analysis.actions if a.launches == [1]]
     grid, fp64 = (next(a for a in on_kernel if a.category == c)
                   for c in ("launch-config", "precision"))
@@ -66,7 +66,7 @@ def test_two_changes_to_one_launch_compose_not_add():
 
 def test_no_action_is_a_placement_and_every_one_has_a_change():
     for name in ("cuda_histogram_scan", "cupy_libraries", "torch_vit_infer"):
-        for a in analysis_cached(CORPUS / f"{name}.raw.csv.gz").actions:
+        for a in analysis_cached(CORPUS / f"{name}.raw.csv.xz").actions:
             assert a.category != "roofline" and a.change and a.severity in ("high", "medium")
 
 
@@ -92,7 +92,7 @@ def test_action_classes_name_rules_that_exist():
 def test_a_finding_group_keeps_each_launch_s_own_severity():
     # Eager CNN step: cuDNN's NCHW batch-norm backward runs on 64 blocks at five sizes; the
     # group shows the highest severity, and how many of its launches have each.
-    analysis = analysis_cached(CORPUS / "torch_cnn_train.raw.csv.gz")
+    analysis = analysis_cached(CORPUS / "torch_cnn_train.raw.csv.xz")
     group = next(g for g in analysis.ranked() if g["rule"] == "launch-config.small-grid"
                  and g["kernel"].startswith("bn_bw"))
     own = [f.severity for f in analysis.findings if f.rule == group["rule"]
@@ -107,7 +107,7 @@ def test_kernel_speedups_keep_what_the_host_lets_through():
     """A recommender step the GPU spends waiting on the host (the queue model: 365 us of
     waits): launching it at once comes first and removes the waits of its launches; TF32 on
     its GEMMs keeps only what exceeds the waits left, fusion-like changes keep all of theirs."""
-    analysis = analysis_cached(CORPUS / "torch_recsys_train.raw.csv.gz")
+    analysis = analysis_cached(CORPUS / "torch_recsys_train.raw.csv.xz")
     waits = sum(analysis.host_waits.values())
     by_id = {a.id: a for a in analysis.actions}
     assert analysis.actions[0].id == "launch-as-graph" and waits > 300_000

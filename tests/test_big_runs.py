@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from generate import replicate_raw  # noqa: E402
 
-SOURCE = ROOT / "sample_reports" / "corpus" / "torch_decoder_train.raw.csv.gz"
+SOURCE = ROOT / "sample_reports" / "corpus" / "torch_decoder_train.raw.csv.xz"
 
 
 @pytest.fixture(scope="module")

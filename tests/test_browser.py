@@ -159,7 +159,7 @@ def test_a_15000_launch_report_is_small_and_opens(tmp_path: Path) -> None:
     from generate import replicate_raw
 
     raw = tmp_path / "generated_15k.raw.csv"
-    replicate_raw(ROOT / "sample_reports" / "corpus" / "torch_decoder_train.raw.csv.gz", raw,
+    replicate_raw(ROOT / "sample_reports" / "corpus" / "torch_decoder_train.raw.csv.xz", raw,
                   launches=15000)
     page = render_html(analyze(read_report(raw)).to_dict())
     path = tmp_path / "big.html"

@@ -45,7 +45,7 @@ FLOOR_DEV = ["cuda_compute_patterns", "cuda_gemm", "cuda_histogram_scan", "cuda_
              "torch_cnn_train", "torch_cnn_train.channels_last", "torch_decode_b1",
              "torch_decoder_train", "torch_decoder_train.sdpa", "torch_vit_infer",
              "triton_user_kernels"]
-FORMS = ("live.csv.gz", "details.csv.gz", "raw.csv.gz", "txt.gz")
+FORMS = ("live.csv.xz", "details.csv.xz", "raw.csv.xz", "txt.xz")
 
 
 @pytest.mark.parametrize("path", CORPUS_LABEL_FILES, ids=lambda p: p.name)
@@ -79,7 +79,7 @@ def test_both_splits_are_there():
 # The quick run checks the details export of every program (test_dev_scores reads it too);
 # CI's slow phase the other forms.
 @pytest.mark.parametrize("name, form", [
-    (name, form) if form == "details.csv.gz" else pytest.param(name, form, marks=pytest.mark.slow)
+    (name, form) if form == "details.csv.xz" else pytest.param(name, form, marks=pytest.mark.slow)
     for name in sorted(LABELS) for form in FORMS])
 def test_every_launch_of_every_form_is_labelled(name, form):
     report = read_cached(CORPUS / f"{name}.{form}")
@@ -102,8 +102,8 @@ def _dev_score(form: str):
 # benchmarks/results/corpus_dev_baseline_2026-12-02.md). The one false positive more is the
 # decoder step's arange at the capture's start, where the host model's queue starts empty.
 @pytest.mark.parametrize("form, tp, fp", [
-    ("details.csv.gz", 291, 3),
-    pytest.param("raw.csv.gz", 308, 4, marks=pytest.mark.slow),
+    ("details.csv.xz", 291, 3),
+    pytest.param("raw.csv.xz", 308, 4, marks=pytest.mark.slow),
 ])
 def test_dev_scores_do_not_fall(form, tp, fp):
     score = _dev_score(form)
@@ -137,7 +137,7 @@ def test_the_privatization_estimate_holds_on_the_histogram_pair():
 
     fixes = tomllib.loads((ROOT / "tests" / "data" / "corpus_fixes.toml").read_text())["fix"]
     fix = next(f for f in fixes if f["category"] == "privatization")
-    analysis = analysis_cached(CORPUS / f"{fix['before']}.raw.csv.gz")
+    analysis = analysis_cached(CORPUS / f"{fix['before']}.raw.csv.xz")
     launches = analysis.report.launches.set_index("id")
     measured = float(launches.loc[fix["before_launches"], "duration_ns"].sum()
                      - launches.loc[fix["after_launches"], "duration_ns"].sum())

@@ -26,12 +26,12 @@ ROOT = Path(__file__).resolve().parent.parent
 NOT_CAPTURES = re.compile(r"(^|/)(logs/|host\.txt$|pytest_gpu\.txt$|[^/]*\.out\.txt$)")
 # Pages that hold no launches: read alone they are a one-line error, beside a details export
 # of the same capture they add to it.
-PAGES = re.compile(r"\.(session|source)\.(csv|txt)(\.gz)?$")
+PAGES = re.compile(r"\.(session|source)\.(csv|txt)(\.gz|\.xz)?$")
 
 
 def _form(path: Path) -> str:
     """The name's form, below a .gz: .csv, .ncu-rep, .txt or other."""
-    suffixes = [s for s in path.suffixes if s != ".gz"]
+    suffixes = [s for s in path.suffixes if s not in (".gz", ".xz")]
     return suffixes[-1] if suffixes else ""
 
 
@@ -112,7 +112,7 @@ def test_session_and_source_pages(path):
     assert str(err.value).startswith(f"{path}: a --page {page} export")
     assert "\n" not in str(err.value)
     details = next(path.parent.glob(PAGES.sub("", path.name) + ".details.csv*"))
-    if path.name.endswith((".txt", ".txt.gz")):
+    if path.name.endswith((".txt", ".txt.gz", ".txt.xz")):
         return  # a plain-text source page cannot be read beside anything
     merged = read_cached([details, path])
     alone = read_cached(details)
@@ -124,8 +124,9 @@ def test_session_and_source_pages(path):
 
 def test_there_are_captures():
     assert len(CAPTURES) >= 150
-    forms = {_form(p) + (".gz" if p.suffix == ".gz" else "") for p in CAPTURES}
-    assert forms == {".csv", ".csv.gz", ".ncu-rep", ".ncu-rep.gz", ".txt", ".txt.gz"}
+    forms = {_form(p) + (p.suffix if p.suffix in (".gz", ".xz") else "") for p in CAPTURES}
+    assert forms == {".csv", ".csv.gz", ".csv.xz", ".ncu-rep", ".ncu-rep.gz", ".txt", ".txt.gz",
+                     ".txt.xz"}
     assert len(PAGE_FILES) >= 9  # 1 session, 4 source CSV, 4 source text
 
 

@@ -53,11 +53,11 @@ def test_labels_fit_a_table_column():
 
 
 @pytest.mark.parametrize("capture, launch, kind, unit", [
-    ("cuda_compute_patterns.raw.csv.gz", 2, "launch-shape", "idle SMs"),  # axpy on 8 blocks
-    ("cuda_compute_patterns.raw.csv.gz", 5, "pipe", "XU pipe"),  # __sinf/__expf loop
-    ("cuda_compute_patterns.raw.csv.gz", 12, "latency", "too few warps"),  # 96 KB smem/block
-    ("cuda_memory_access.raw.csv.gz", 7, "memory", "L1/shared"),  # a thread walks its row
-    ("torch_decode_b1.raw.csv.gz", 3, "launch-overhead", "launch overhead"),  # 3.7 us
+    ("cuda_compute_patterns.raw.csv.xz", 2, "launch-shape", "idle SMs"),  # axpy on 8 blocks
+    ("cuda_compute_patterns.raw.csv.xz", 5, "pipe", "XU pipe"),  # __sinf/__expf loop
+    ("cuda_compute_patterns.raw.csv.xz", 12, "latency", "too few warps"),  # 96 KB smem/block
+    ("cuda_memory_access.raw.csv.xz", 7, "memory", "L1/shared"),  # a thread walks its row
+    ("torch_decode_b1.raw.csv.xz", 3, "launch-overhead", "launch overhead"),  # 3.7 us
 ])
 def test_limiters_of_real_launches(capture, launch, kind, unit):
     limiter = analysis_cached(CORPUS / capture).limiters[launch]
@@ -70,8 +70,8 @@ def test_limiters_of_real_launches(capture, launch, kind, unit):
 def test_the_same_limiter_from_the_raw_and_the_details_page(name):
     """The same kind from both; the same unit, unless the details page lacks that unit's
     metric (no per-pipe utilization): then it names the speed-of-light total instead."""
-    raw = analysis_cached(CORPUS / f"{name}.raw.csv.gz").limiters
-    details = analysis_cached(CORPUS / f"{name}.details.csv.gz").limiters
+    raw = analysis_cached(CORPUS / f"{name}.raw.csv.xz").limiters
+    details = analysis_cached(CORPUS / f"{name}.details.csv.xz").limiters
     assert raw.keys() == details.keys()
     for launch, limiter in raw.items():
         other = details[launch]
@@ -80,7 +80,7 @@ def test_the_same_limiter_from_the_raw_and_the_details_page(name):
 
 
 def test_every_launch_has_one_in_the_json_and_the_text(capsys):
-    analysis = analysis_cached(CORPUS / "cuda_transpose.raw.csv.gz")
+    analysis = analysis_cached(CORPUS / "cuda_transpose.raw.csv.xz")
     doc = analysis.to_dict()
     assert all(k["limiter"]["kind"] != "unknown" for k in doc["kernels"])
     from ncu_advisor.render.text import render_text

@@ -10,7 +10,7 @@ CORPUS = Path(__file__).parent.parent / "sample_reports" / "corpus"
 
 
 def _findings(capture: str, rule: str) -> list:
-    analysis = analysis_cached(CORPUS / f"{capture}.raw.csv.gz")
+    analysis = analysis_cached(CORPUS / f"{capture}.raw.csv.xz")
     return [f for f in analysis.findings if f.rule == rule]
 
 
@@ -34,7 +34,7 @@ def test_tensor_core_convolution_stays_silent():
 def test_user_fp32_matmul_below_fma_roof_is_not_a_precision_finding():
     # A hand-written tiled SGEMM at < 50% FMA: its own limiter's cause comes first.
     found = _findings("cuda_gemm", "precision.fp32-without-tensor-cores")
-    analysis = analysis_cached(CORPUS / "cuda_gemm.raw.csv.gz")
+    analysis = analysis_cached(CORPUS / "cuda_gemm.raw.csv.xz")
     fma = analysis.quantities["fma_pipe_pct"]
     for f in found:
         assert fma[f.launch] >= 50
@@ -60,7 +60,7 @@ def test_launch_bound_step_touches_every_launch():
     found = _findings("torch_decode_b1", "launch-overhead.short-launches")
     assert len(found) == 1 and found[0].severity == "high"
     assert found[0].evidence["idle_ns"]["value"] > 0
-    analysis = analysis_cached(CORPUS / "torch_decode_b1.raw.csv.gz")
+    analysis = analysis_cached(CORPUS / "torch_decode_b1.raw.csv.xz")
     assert set(found[0].launch_ids) == set(analysis.report.launches["launch"])
 
 
@@ -69,7 +69,7 @@ def test_partly_launch_bound_step_touches_the_launches_shorter_than_their_wait()
     # them drain the queue. The 60 us fc1 GEMM is no launch problem; the 4-6 us ops are.
     found = _findings("torch_bert_infer", "launch-overhead.short-launches")
     assert len(found) == 1 and found[0].severity == "medium"
-    analysis = analysis_cached(CORPUS / "torch_bert_infer.raw.csv.gz")
+    analysis = analysis_cached(CORPUS / "torch_bert_infer.raw.csv.xz")
     d = analysis.report.launches.set_index("launch")["duration_ns"]
     touched = set(found[0].launch_ids)
     assert touched and all(d[i] < 15_000 for i in touched)
@@ -88,7 +88,7 @@ def test_attention_over_a_kv_cache_spans_its_gemvs_not_the_output_projection():
     # the output projection GEMM after it is not attention (SDPA keeps it).
     found = _findings("torch_decode_b64", "fusion.unfused-attention")
     assert len(found) == 4 and all(f.severity == "high" for f in found)
-    analysis = analysis_cached(CORPUS / "torch_decode_b64.raw.csv.gz")
+    analysis = analysis_cached(CORPUS / "torch_decode_b64.raw.csv.xz")
     names = analysis.report.launches.set_index("launch")["name"]
     first = found[0].launch_ids
     assert sum("Gemv" in names[i] for i in first) == 2
@@ -107,7 +107,7 @@ def test_versions_of_one_operation_are_not_a_chain():
     # same copy from two alignments, local vs shared bins): same shape and traffic, no
     # producer and consumer.
     for capture in ("cuda_stencil", "cuda_memory_access", "cuda_compute_patterns"):
-        assert _chains(CORPUS / f"{capture}.raw.csv.gz") == [], capture
+        assert _chains(CORPUS / f"{capture}.raw.csv.xz") == [], capture
     demos = Path(__file__).parent.parent / "sample_reports" / "demos"
     assert _chains(demos / "bank-conflicts.raw.csv") == []
 
@@ -138,7 +138,7 @@ def test_no_chain_links_two_variants_of_a_demo_in_the_readme_run():
 def test_batch_norm_and_the_relu_after_it_are_one_eager_chain():
     # Eager CNN step: cuDNN's batch norm writes 67 MB that the next ReLU re-reads; inductor
     # generates the norm and fuses the ReLU into it (the saving is the ReLU, not the norm).
-    analysis = analysis_cached(CORPUS / "torch_cnn_train.raw.csv.gz")
+    analysis = analysis_cached(CORPUS / "torch_cnn_train.raw.csv.xz")
     chains = {tuple(f.launch_ids): f for f in analysis.findings if f.rule == "fusion.eager-chain"}
     assert (2, 3) in chains
     relu = analysis.report.launches.set_index("launch").at[3, "duration_ns"]
@@ -171,7 +171,7 @@ def test_a_serial_library_kernel_ends_an_eager_chain_however_idle_it_is():
     # F.ctc_loss's forward and backward recursions (265 and 287 us at 3% of the SM: an 8-block
     # grid walking 400 frames) are not scalar ops inside the log_softmax -> loss chain: no
     # compiler fuses them, so no chain holds them.
-    analysis = analysis_cached(CORPUS / "torch_ctc_asr.raw.csv.gz")
+    analysis = analysis_cached(CORPUS / "torch_ctc_asr.raw.csv.xz")
     ids = analysis.report.launches.set_index("launch")["id"]
     recursions = {29, 43}
     for f in analysis.findings:
@@ -207,7 +207,7 @@ def test_attention_with_a_user_triton_softmax_between_library_matmuls_is_unfused
     # triton_attention (dev since 2026-12-03): torch.matmul -> the user's Triton softmax over a
     # 1 GB score matrix -> torch.matmul, beside the user's own Triton flash kernel, whose bare
     # name (`flash_fwd_kernel`, no template arguments) is the user's code, not FlashAttention.
-    analysis = analysis_cached(CORPUS / "triton_attention.raw.csv.gz")
+    analysis = analysis_cached(CORPUS / "triton_attention.raw.csv.xz")
     found = [f for f in analysis.findings if f.rule == "fusion.unfused-attention"]
     assert len(found) == 1 and found[0].severity == "high"
     assert sorted(found[0].launch_ids) == [2, 3, 4]

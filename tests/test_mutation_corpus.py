@@ -27,6 +27,7 @@ import pytest
 
 from ncu_advisor import analyze, read_report
 from ncu_advisor.errors import NcuAdviseError
+from ncu_advisor.readers.common import read_input_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_reports"
@@ -35,7 +36,7 @@ _TOO_BIG = 12 << 20  # decompressed bytes: larger captures only make the run lon
 
 
 def _text(path: Path) -> str | None:
-    raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+    raw = read_input_bytes(path)
     if len(raw) > _TOO_BIG:
         return None
     return raw.decode("utf-8")
@@ -52,7 +53,7 @@ def _form(text: str) -> str | None:
 
 def _form_of(path: Path) -> str:
     """The export form a capture's name says (``.details.csv``, ``.raw.csv.gz``, ...)."""
-    name = path.name.removesuffix(".gz")
+    name = path.name.removesuffix(".gz").removesuffix(".xz")
     return next((f for f in (".live.csv", ".details.csv", ".raw.csv", ".txt", ".csv")
                  if name.endswith(f)), path.suffix)
 

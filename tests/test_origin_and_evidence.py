@@ -61,8 +61,8 @@ def test_a_details_page_states_the_fp64_work_as_the_raw_page_counts_it():
     """ncu's FP roofline message gives the FP64 share and the peak ratio; Hopper's "Shared"
     pipe dominated by FP64 is the FP64 pipe, not the tensor pipe."""
     corpus = ROOT / "sample_reports" / "corpus"
-    raw = analyze(read_report(corpus / "cuda_compute_patterns.raw.csv.gz")).quantities
-    details = analyze(read_report(corpus / "cuda_compute_patterns.details.csv.gz")).quantities
+    raw = analyze(read_report(corpus / "cuda_compute_patterns.raw.csv.xz")).quantities
+    details = analyze(read_report(corpus / "cuda_compute_patterns.details.csv.xz")).quantities
     f64 = 10  # cubic_root_f64: 93% of its FLOPs FP64, FP64 pipe 52%
     assert details.loc[f64, "fp32_over_fp64_peak"] == raw.loc[f64, "fp32_over_fp64_peak"] == 2.0
     assert details.loc[f64, "fp64_flop_share_pct"] == pytest.approx(
@@ -102,7 +102,7 @@ def test_a_library_reduction_on_a_few_blocks_gets_the_callers_reshape():
     1.8% of DRAM): the reduction's shape is the caller's, and its time earns its severity."""
     from conftest import analysis_cached
 
-    a = analysis_cached(CORPUS / "cupy_graph_ridge.raw.csv.gz")
+    a = analysis_cached(CORPUS / "cupy_graph_ridge.raw.csv.xz")
     ids = dict(zip(a.report.launches["launch"], a.report.launches["id"], strict=True))
     grids = {ids[f.launch]: f for f in a.findings if f.rule == "launch-config.small-grid"}
     for launch_id in (31, 32, 34):
@@ -117,7 +117,7 @@ def test_the_native_ctc_loss_on_a_few_blocks_gets_the_cudnn_switch():
     """ATen's CTC recursions on 8 blocks, 49% of an ASR step's first 60 launches."""
     from conftest import analysis_cached
 
-    a = analysis_cached(CORPUS / "torch_ctc_asr.details.csv.gz")
+    a = analysis_cached(CORPUS / "torch_ctc_asr.details.csv.xz")
     ids = dict(zip(a.report.launches["launch"], a.report.launches["id"], strict=True))
     grids = {ids[f.launch]: f for f in a.findings if f.rule == "launch-config.small-grid"}
     for launch_id in (29, 43):
@@ -160,7 +160,7 @@ def test_library_kernels_get_no_advice_about_their_internals(capture):
     dgrad engine are library code: no medium/high finding on how they are written."""
     from conftest import analysis_cached
 
-    analysis = analysis_cached(CORPUS / f"{capture}.details.csv.gz")
+    analysis = analysis_cached(CORPUS / f"{capture}.details.csv.xz")
     launches = analysis.report.launches
     by_id = launches.set_index("id")
     id_of = dict(zip(launches["launch"], launches["id"], strict=True))
@@ -193,7 +193,7 @@ def test_a_gemv_over_a_transposed_cache_gets_the_layout_advice_a_gemm_does_not()
 
     # Batch-64 decode (dev corpus): q @ K.transpose(-2, -1) over the KV cache runs cuBLAS's
     # GEMV with 2 of 32 bytes used per sector, four layers at ~6% of the step each.
-    a = analysis_cached(ROOT / "sample_reports" / "corpus" / "torch_decode_b64.raw.csv.gz")
+    a = analysis_cached(ROOT / "sample_reports" / "corpus" / "torch_decode_b64.raw.csv.xz")
     ids = a.report.launches.set_index("launch")["id"]
     gemv = [f for f in a.findings if f.category == "coalescing" and f.launch is not None
             and int(ids[f.launch]) in (6, 23, 40, 57)]
@@ -201,7 +201,7 @@ def test_a_gemv_over_a_transposed_cache_gets_the_layout_advice_a_gemm_does_not()
     assert all(f.severity in ("high", "medium") and "GEMV" in f.advice for f in gemv)
     # A cuDNN implicit-GEMM convolution's sector use is the library's own design.
     cl = analysis_cached(ROOT / "sample_reports" / "corpus"
-                         / "torch_cnn_train.channels_last.raw.csv.gz")
+                         / "torch_cnn_train.channels_last.raw.csv.xz")
     conv = [f for f in cl.findings if f.category == "coalescing" and f.launch == 2]
     assert conv and all(f.severity == "info" for f in conv)
 
@@ -211,7 +211,7 @@ def test_a_column_major_spmm_operand_gets_the_call_site_layout_advice():
 
     # Graph ridge (dev corpus): three cuSPARSE SpMM hops over an F-ordered dense operand (its
     # loads use a few bytes of each sector): the storage order is the caller's to change.
-    a = analysis_cached(ROOT / "sample_reports" / "corpus" / "cupy_graph_ridge.raw.csv.gz")
+    a = analysis_cached(ROOT / "sample_reports" / "corpus" / "cupy_graph_ridge.raw.csv.xz")
     ids = a.report.launches.set_index("launch")["id"]
     spmm = [f for f in a.findings if f.rule == "coalescing.global-loads"
             and int(ids[f.launch]) in (19, 22, 25)]
@@ -228,14 +228,14 @@ def test_a_contended_framework_scatter_add_gets_the_call_site_privatization_advi
 
     # PIC deposition (dev corpus, batch 10): four cupyx.scatter_add calls into a 4 MB density,
     # 273 atomic sectors per 1000 instructions, the busiest L2 atomic unit at 60%.
-    a = analysis_cached(ROOT / "sample_reports" / "corpus" / "cupy_pic2d.raw.csv.gz")
+    a = analysis_cached(ROOT / "sample_reports" / "corpus" / "cupy_pic2d.raw.csv.xz")
     ids = a.report.launches.set_index("launch")["id"]
     scatter = [f for f in a.findings if f.rule == "privatization.global-atomics"
                and int(ids[f.launch]) in (29, 31, 33, 35)]
     assert len(scatter) == 4
     assert all(f.severity == "high" and "Sort the updates" in f.advice for f in scatter)
     # A library's own atomics (CUB's radix-sort digit counts) stay information only.
-    b = analysis_cached(ROOT / "sample_reports" / "corpus" / "cuda_radix_sort.raw.csv.gz")
+    b = analysis_cached(ROOT / "sample_reports" / "corpus" / "cuda_radix_sort.raw.csv.xz")
     cub = [f for f in b.findings if f.rule == "privatization.global-atomics"
            and "RadixSort" in b.report.launches.set_index("launch").loc[f.launch, "name"]]
     assert cub and all(f.severity == "info" for f in cub)
@@ -246,7 +246,7 @@ def test_cudnn_format_conversions_get_layout_advice_not_coalescing():
 
     # wav2vec 2.0 features (dev, batch 12): cuDNN converts each conv weight NCHW -> NHWC on
     # every call; the strided side of the copy is the conversion, which channels_last removes.
-    a = analysis_cached(ROOT / "sample_reports" / "corpus" / "torch_wav2vec_features.raw.csv.gz")
+    a = analysis_cached(ROOT / "sample_reports" / "corpus" / "torch_wav2vec_features.raw.csv.xz")
     names = a.report.launches.set_index("launch")["name"]
     conversions = [f for f in a.findings if f.launch is not None and f.severity != "info"
                    and "nchwToNhwc" in names[f.launch] and f.rule.startswith("coalescing")]
@@ -258,7 +258,7 @@ def test_a_bincount_bound_on_its_atomics_gets_the_privatization_advice():
     from conftest import analysis_cached
 
     # A star join (dev, batch 12): cupy.bincount with weights, 12M float64 atomic adds.
-    a = analysis_cached(ROOT / "sample_reports" / "corpus" / "cupy_star_join.raw.csv.gz")
+    a = analysis_cached(ROOT / "sample_reports" / "corpus" / "cupy_star_join.raw.csv.xz")
     names = a.report.launches.set_index("launch")["name"]
     counts = [f for f in a.findings if f.rule == "privatization.global-atomics"
               and "bincount" in names[f.launch]]
@@ -292,7 +292,7 @@ def test_kernels_of_unseen_libraries_are_unknown_not_user():
 
 def test_an_unknown_kernel_gets_its_findings_at_low_with_the_reason():
     # generated_: the SGEMM ladder's capture with its naive kernel renamed into a namespace.
-    report = read_report(ROOT / "sample_reports" / "corpus" / "cuda_gemm.raw.csv.gz")
+    report = read_report(ROOT / "sample_reports" / "corpus" / "cuda_gemm.raw.csv.xz")
     naive = report.launches["short_name"].eq("sgemm_naive_row")
     assert naive.sum() == 1
     before = analyze(report)

@@ -215,20 +215,20 @@ def test_routing(argv, routed):
 def test_a_saved_report_or_folder_first_is_analyzed(tmp_path, monkeypatch, capsys):
     """`ncu-advise run.csv` and `ncu-advise reports/` analyze; an executable file is profiled."""
     monkeypatch.chdir(tmp_path)
-    report = ROOT / "sample_reports" / "corpus" / "cuda_nbody.raw.csv.gz"
-    (tmp_path / "run.csv.gz").write_bytes(report.read_bytes())
+    report = ROOT / "sample_reports" / "corpus" / "cuda_nbody.raw.csv.xz"
+    (tmp_path / "run.csv.xz").write_bytes(report.read_bytes())
     (tmp_path / "reports").mkdir()
     (tmp_path / "notes.txt").write_text("not ncu output\n")
     app = tmp_path / "app.csv"
     app.write_text("#!/bin/sh\n")
     app.chmod(0o755)
-    assert route(["run.csv.gz", "-f", "json"]) == ["analyze", "run.csv.gz", "-f", "json"]
+    assert route(["run.csv.xz", "-f", "json"]) == ["analyze", "run.csv.xz", "-f", "json"]
     assert route(["reports"]) == ["analyze", "reports"]
     assert route(["-", "-f", "json"]) == ["analyze", "-", "-f", "json"]  # standard input
     assert route(["./app.csv"]) == ["profile", "./app.csv"]  # a program, whatever its name
     with pytest.raises(NcuAdviseError, match="unknown command 'notes.txt'"):
         route(["notes.txt"])
-    assert main(["run.csv.gz", "--top", "1"]) == 0
+    assert main(["run.csv.xz", "--top", "1"]) == 0
     assert "nbody" in capsys.readouterr().out
     assert main(["gone.ncu-rep"]) == 2  # a report's name that is not there: not a command
     assert "gone.ncu-rep: no such file" in capsys.readouterr().err

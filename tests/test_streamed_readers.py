@@ -18,6 +18,7 @@ from ncu_advisor.cli import analyze as analyze_cli
 from ncu_advisor.cli import main
 from ncu_advisor.errors import ReportParseError
 from ncu_advisor.readers import csv_export, text
+from ncu_advisor.readers.common import base_suffix
 from ncu_advisor.readers.dispatch import _read_form
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +29,7 @@ def _streamed_captures() -> list[Path]:
     """Every capture of the details, summary or text form (one of each name); no logs."""
     out = []
     for path in sorted(REPORTS.rglob("*")):
-        name = path.name.removesuffix(".gz")
+        name = path.name.removesuffix(".gz").removesuffix(".xz")
         if "logs" in path.relative_to(REPORTS).parts or name in ("host.txt", "pytest_gpu.txt"):
             continue  # what the machines printed, not exports
         if path.is_file() and (name.endswith(".txt")
@@ -47,8 +48,8 @@ def _one_per_form(paths: list[Path]) -> list[Path]:
     """
     groups: dict[tuple, list[Path]] = {}
     for path in paths:
-        suffixes = "".join([s for s in path.suffixes if s != ".gz"][-2:])
-        groups.setdefault((path.parent, suffixes, path.suffix == ".gz"), []).append(path)
+        suffixes = "".join([s for s in path.suffixes if s not in (".gz", ".xz")][-2:])
+        groups.setdefault((path.parent, suffixes, path.suffix in (".gz", ".xz")), []).append(path)
     chosen = {p for group in groups.values() for p in (group[0], max(group, key=_size))}
     return [p for p in paths if p in chosen]
 
@@ -147,7 +148,7 @@ def _html(args, capsys, tmp_path, name) -> str:
     return re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", "", out.read_text())
 
 
-@pytest.mark.parametrize("capture", ["corpus/torch_decoder_train.raw.csv.gz",
+@pytest.mark.parametrize("capture", ["corpus/torch_decoder_train.raw.csv.xz",
                                      "forms/forms_app.import.raw.csv"])
 def test_html_of_a_large_input_read_lean_is_the_same(capture, tmp_path, capsys, monkeypatch):
     # Above the size bound HTML reads lean, and again whole when it lists raw metrics
@@ -195,12 +196,12 @@ def test_which_outputs_read_lean(fmt, tmp_path, monkeypatch, capsys):
         return real(paths, **kwargs)
 
     monkeypatch.setattr(readers, "read_report", spy)
-    path = REPORTS / "corpus" / "torch_decoder_train.raw.csv.gz"
+    path = REPORTS / "corpus" / "torch_decoder_train.raw.csv.xz"
     assert main(["analyze", str(path), "-f", fmt, "-o", str(tmp_path / "out")]) == 0
     assert seen == [fmt != "html"]
 
 
-TEXT_CAPTURES = [p for p in PIECEWISE if p.name.removesuffix(".gz").endswith(".txt")]
+TEXT_CAPTURES = [p for p in PIECEWISE if base_suffix(p) == ".txt"]
 
 
 @pytest.mark.parametrize("lean", [False, True], ids=["whole", "lean"])

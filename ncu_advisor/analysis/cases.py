@@ -70,83 +70,83 @@ CAPTURES: dict[str, tuple[str, ...]] = {
     "occ_sweep": ("sample_reports/occupancy/occ_sweep2.ncu-rep.gz",),
     # A dev capture of the evaluation corpus (never a sealed one): a transpose ladder, five
     # versions of one operation run back to back over the same arrays.
-    "corpus_cuda_transpose": ("sample_reports/corpus/cuda_transpose.raw.csv.gz",),
+    "corpus_cuda_transpose": ("sample_reports/corpus/cuda_transpose.raw.csv.xz",),
     # A reduction ladder (dev): its first version tests `tid % (2 * s)` in the tree.
-    "corpus_cuda_reduction": ("sample_reports/corpus/cuda_reduction.raw.csv.gz",),
+    "corpus_cuda_reduction": ("sample_reports/corpus/cuda_reduction.raw.csv.xz",),
     # An n-body step in double (dev), from the details page alone: the FP64 share comes from
     # ncu's FP roofline message (shares of the two peaks and their ratio).
-    "corpus_cuda_nbody_details": ("sample_reports/corpus/cuda_nbody.details.csv.gz",),
+    "corpus_cuda_nbody_details": ("sample_reports/corpus/cuda_nbody.details.csv.xz",),
     # A bilateral filter's double range weight (dev, batch 13), from either page: issue-bound
     # on FP64 sequences.
-    "corpus_cuda_bilateral_video_raw": ("sample_reports/corpus/cuda_bilateral_video.raw.csv.gz",),
+    "corpus_cuda_bilateral_video_raw": ("sample_reports/corpus/cuda_bilateral_video.raw.csv.xz",),
     "corpus_cuda_bilateral_video_details": (
-        "sample_reports/corpus/cuda_bilateral_video.details.csv.gz",),
+        "sample_reports/corpus/cuda_bilateral_video.details.csv.xz",),
     # A RoPE/KV-cache Triton kernel (dev, batch 13): one four-warp program per (token, head).
-    "corpus_triton_rope_kv_cache_raw": ("sample_reports/corpus/triton_rope_kv_cache.raw.csv.gz",),
+    "corpus_triton_rope_kv_cache_raw": ("sample_reports/corpus/triton_rope_kv_cache.raw.csv.xz",),
     "corpus_triton_rope_kv_cache_details": (
-        "sample_reports/corpus/triton_rope_kv_cache.details.csv.gz",),
+        "sample_reports/corpus/triton_rope_kv_cache.details.csv.xz",),
     # An SGEMM ladder (dev): naive, shared-memory tiled, register-tiled, cuBLAS.
-    "corpus_cuda_gemm": ("sample_reports/corpus/cuda_gemm.raw.csv.gz",),
+    "corpus_cuda_gemm": ("sample_reports/corpus/cuda_gemm.raw.csv.xz",),
     # A direct 3x3 convolution, one output per thread, beside cuDNN's (dev, batch 7).
-    "corpus_cuda_conv2d_direct": ("sample_reports/corpus/cuda_conv2d_direct.raw.csv.gz",),
+    "corpus_cuda_conv2d_direct": ("sample_reports/corpus/cuda_conv2d_direct.raw.csv.xz",),
     # Triton kernels (dev): a 4096^3 fp16 GEMM with 32x32x32 tiles beside one with 128x128x64.
-    "corpus_triton_ops": ("sample_reports/corpus/triton_ops.raw.csv.gz",),
+    "corpus_triton_ops": ("sample_reports/corpus/triton_ops.raw.csv.xz",),
     # Another dev capture: batch-1 decode, eager PyTorch, 67 launches of a few microseconds.
-    "corpus_torch_decode_b1": ("sample_reports/corpus/torch_decode_b1.raw.csv.gz",),
+    "corpus_torch_decode_b1": ("sample_reports/corpus/torch_decode_b1.raw.csv.xz",),
     # The same model decoding a batch of 64: attention over the KV cache through cuBLAS GEMVs.
-    "corpus_torch_decode_b64": ("sample_reports/corpus/torch_decode_b64.raw.csv.gz",),
+    "corpus_torch_decode_b64": ("sample_reports/corpus/torch_decode_b64.raw.csv.xz",),
     # A CNN training step in NCHW, and the same step after moving to channels_last.
-    "corpus_torch_cnn_train": ("sample_reports/corpus/torch_cnn_train.raw.csv.gz",),
+    "corpus_torch_cnn_train": ("sample_reports/corpus/torch_cnn_train.raw.csv.xz",),
     "corpus_torch_cnn_train_channels_last": (
-        "sample_reports/corpus/torch_cnn_train.channels_last.raw.csv.gz",),
+        "sample_reports/corpus/torch_cnn_train.channels_last.raw.csv.xz",),
     # Ten steps of a PyTorch training loop, every launch (AdamW on its foreach path).
     "census_torch_train_loop": ("sample_reports/census/torch_train_loop.all.raw.csv.gz",),
     # A decoder's training step with hand-written attention, and the same step with SDPA.
-    "corpus_torch_decoder_train": ("sample_reports/corpus/torch_decoder_train.raw.csv.gz",),
+    "corpus_torch_decoder_train": ("sample_reports/corpus/torch_decoder_train.raw.csv.xz",),
     "corpus_torch_decoder_train_sdpa": (
-        "sample_reports/corpus/torch_decoder_train.sdpa.raw.csv.gz",),
+        "sample_reports/corpus/torch_decoder_train.sdpa.raw.csv.xz",),
     # Batch-4 decoding over a 12K-token KV cache grown with torch.cat every step (dev).
-    "corpus_torch_kv_decode": ("sample_reports/corpus/torch_kv_decode.raw.csv.gz",),
+    "corpus_torch_kv_decode": ("sample_reports/corpus/torch_kv_decode.raw.csv.xz",),
     # torch.compile'd prefill: cuBLAS fc1 GEMMs, each followed by inductor's GELU kernel (dev).
-    "corpus_torch_prefill_compiled": ("sample_reports/corpus/torch_prefill_compiled.raw.csv.gz",),
+    "corpus_torch_prefill_compiled": ("sample_reports/corpus/torch_prefill_compiled.raw.csv.xz",),
     # A diffusion block's training step: its backward stacks the q, k, v gradients (dev).
-    "corpus_torch_diffusion_block": ("sample_reports/corpus/torch_diffusion_block.raw.csv.gz",),
+    "corpus_torch_diffusion_block": ("sample_reports/corpus/torch_diffusion_block.raw.csv.xz",),
     # Mixture-of-experts inference (dev): a softmax router, then top-2 experts per token.
-    "corpus_torch_moe_infer": ("sample_reports/corpus/torch_moe_infer.raw.csv.gz",),
+    "corpus_torch_moe_infer": ("sample_reports/corpus/torch_moe_infer.raw.csv.xz",),
     # Four W8A16 linear layers (dev, batch 8): a user Triton GEMM, cuBLAS, bias add, SiLU.
-    "corpus_triton_int8_matmul": ("sample_reports/corpus/triton_int8_matmul.raw.csv.gz",),
+    "corpus_triton_int8_matmul": ("sample_reports/corpus/triton_int8_matmul.raw.csv.xz",),
     # A hand-written LSTM training step (dev): per-step GEMMs and gate math.
-    "corpus_torch_lstm_train": ("sample_reports/corpus/torch_lstm_train.raw.csv.gz",),
+    "corpus_torch_lstm_train": ("sample_reports/corpus/torch_lstm_train.raw.csv.xz",),
     # Detection post-processing (dev, batch 7): sigmoid over every class score, then top-k.
-    "corpus_torch_detection_post": ("sample_reports/corpus/torch_detection_post.raw.csv.gz",),
+    "corpus_torch_detection_post": ("sample_reports/corpus/torch_detection_post.raw.csv.xz",),
     # Batched Thomas solves of 3-D ADI heat diffusion (dev, batch 9): one thread per line,
     # 65536 lines, a quarter of one wave; the y and z sweeps coalesced, the x sweep strided.
-    "corpus_cuda_adi_heat3d": ("sample_reports/corpus/cuda_adi_heat3d.raw.csv.gz",),
+    "corpus_cuda_adi_heat3d": ("sample_reports/corpus/cuda_adi_heat3d.raw.csv.xz",),
     # A Smith-Waterman wavefront (dev, batch 10): one launch per tile anti-diagonal.
-    "corpus_cuda_smith_waterman": ("sample_reports/corpus/cuda_smith_waterman.raw.csv.gz",),
+    "corpus_cuda_smith_waterman": ("sample_reports/corpus/cuda_smith_waterman.raw.csv.xz",),
     # A top-2 MoE layer (dev, batch 10): one user Triton GEMM launch per expert, under a wave.
-    "corpus_triton_moe_grouped": ("sample_reports/corpus/triton_moe_grouped.raw.csv.gz",),
+    "corpus_triton_moe_grouped": ("sample_reports/corpus/triton_moe_grouped.raw.csv.xz",),
     # Level-synchronous BFS (dev, batch 6): one launch per level, frontiers of 1 to 10^5.
-    "corpus_cuda_bfs": ("sample_reports/corpus/cuda_bfs.raw.csv.gz",),
+    "corpus_cuda_bfs": ("sample_reports/corpus/cuda_bfs.raw.csv.xz",),
     # JPEG DCT of 8 frames (dev, batch 11): one kernel per plane, luma then two chroma planes,
     # int16 coefficients written that stay in L2 (DRAM writes a tenth of the reads).
-    "corpus_cuda_jpeg_dct": ("sample_reports/corpus/cuda_jpeg_dct.raw.csv.gz",),
+    "corpus_cuda_jpeg_dct": ("sample_reports/corpus/cuda_jpeg_dct.raw.csv.xz",),
     # Checkerboard Ising (dev, batch 11): a measurement kernel after each sweep, 4 sites a
     # thread, a block reduction and two atomics per block, latency-bound at 18% of DRAM.
-    "corpus_cuda_ising_metropolis": ("sample_reports/corpus/cuda_ising_metropolis.raw.csv.gz",),
+    "corpus_cuda_ising_metropolis": ("sample_reports/corpus/cuda_ising_metropolis.raw.csv.xz",),
     # A bf16 SASRec training step (dev, batch 11): 52001 items, so the output-layer GEMMs run
     # on cuBLAS's align1 tensor-core kernels.
-    "corpus_torch_seqrec_train": ("sample_reports/corpus/torch_seqrec_train.raw.csv.gz",),
+    "corpus_torch_seqrec_train": ("sample_reports/corpus/torch_seqrec_train.raw.csv.xz",),
     # HiFi-GAN inference (dev, batch 11): cuDNN's legacy transposed-conv kernel on 64 blocks,
     # 40.8 ms of a 46.7 ms step.
-    "corpus_torch_hifigan_infer": ("sample_reports/corpus/torch_hifigan_infer.raw.csv.gz",),
+    "corpus_torch_hifigan_infer": ("sample_reports/corpus/torch_hifigan_infer.raw.csv.xz",),
     # A compiled DiT step in FP32 with TF32 (dev, batch 11): SDPA on FP32 q/k/v, four
     # memory-efficient attention launches, 29% of the GPU time.
-    "corpus_torch_dit_compiled": ("sample_reports/corpus/torch_dit_compiled.raw.csv.gz",),
+    "corpus_torch_dit_compiled": ("sample_reports/corpus/torch_dit_compiled.raw.csv.xz",),
     # A 3-D U-Net encoder in eval mode (dev, batch 4): native BatchNorm3d after each conv.
-    "corpus_torch_conv3d_seg": ("sample_reports/corpus/torch_conv3d_seg.raw.csv.gz",),
+    "corpus_torch_conv3d_seg": ("sample_reports/corpus/torch_conv3d_seg.raw.csv.xz",),
     # DGCNN inference (dev, batch 9): kNN by topk, edge convolutions, a cuDNN inference BN.
-    "corpus_torch_pointcloud_dgcnn": ("sample_reports/corpus/torch_pointcloud_dgcnn.raw.csv.gz",),
+    "corpus_torch_pointcloud_dgcnn": ("sample_reports/corpus/torch_pointcloud_dgcnn.raw.csv.xz",),
     # CuPy's built-in kernels (foreign set): a sort and an arg-max after plain copies and maps.
     "foreign_cupy_builtins": ("sample_reports/foreign/cupy_builtins.raw.csv.gz",),
 }

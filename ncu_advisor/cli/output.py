@@ -20,7 +20,7 @@ from pathlib import Path
 from ..errors import OutputError
 from ..processes import alive
 
-REPORT_SUFFIXES = (".csv", ".ncu-rep", ".ncu-repz", ".gz", ".txt")
+REPORT_SUFFIXES = (".csv", ".ncu-rep", ".ncu-repz", ".gz", ".xz", ".txt")
 
 
 def _reason(exc: OSError) -> str:
