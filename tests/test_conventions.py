@@ -75,7 +75,7 @@ def test_version_is_not_a_program_and_leaves_no_folder(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("path", [DEMOS / "coalescing.details.csv", DECODER, APP])
 def test_dash_reads_standard_input_in_any_form(path):
-    """A plain CSV, a gzipped CSV and a gzipped .ncu-rep, piped in: the same report."""
+    """A plain CSV, an xz-compressed CSV and a gzipped .ncu-rep, piped in: the same report."""
     piped = cli(["analyze", "-", "-f", "json"], stdin=path.read_bytes())
     named = cli(["analyze", str(path), "-f", "json"])
     assert piped.returncode == 0, piped.stderr

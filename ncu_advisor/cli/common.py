@@ -68,7 +68,7 @@ def stdin_inputs(paths: list[Path]):
     """Paths with ``-`` replaced by a temporary copy of standard input; yield (paths, names).
 
     ``names`` maps the copy's path to ``-``, so the report and its errors name the input as
-    the user gave it. A gzip stream is known by its magic bytes; the form by content.
+    the user gave it. A gzip or xz stream is known by its magic bytes; the form by content.
 
     Raises:
         NcuAdviseError: ``-`` given twice, or standard input is a terminal or empty.
@@ -86,10 +86,12 @@ def stdin_inputs(paths: list[Path]):
     folder = tempfile.mkdtemp(prefix="ncu-advise-stdin-")
     try:
         source = sys.stdin.buffer
-        head = source.read(2)
+        head = source.read(6)
         if not head:
             raise ReportParseError("-: standard input is empty")
-        copy = Path(folder, "stdin.gz" if head == b"\x1f\x8b" else "stdin")
+        suffix = ".gz" if head.startswith(b"\x1f\x8b") else \
+            ".xz" if head == b"\xfd7zXZ\x00" else ""
+        copy = Path(folder, "stdin" + suffix)
         with open(copy, "wb") as fh:
             fh.write(head)
             shutil.copyfileobj(source, fh, 1 << 20)
